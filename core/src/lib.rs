@@ -1,0 +1,13 @@
+//! Buzz relay core.
+//!
+//! The core owns the wire (NIP-01 over WebSocket, NIP-11, NIP-42, NIP-98, the HTTP bridge),
+//! storage, communities and live fan-out, and offers hook points to plugins
+//! ([`plugin::Plugin`]). It knows no plugin by name. See `ARCHITECTURE.md` for the map.
+
+pub mod config;
+pub mod community;
+pub mod error;
+pub mod event;
+pub mod filter;
+pub mod keys;
+pub mod store;

@@ -1,0 +1,255 @@
+//! Writing events: insert with NIP-01 replaceable/addressable rules, NIP-09 deletion,
+//! and the tag index.
+
+use super::conn::Conn;
+use super::schema::{communities, event_tags, events};
+use crate::error::Reason;
+use crate::event::Event;
+use crate::with_conn;
+use diesel::prelude::*;
+use diesel::result::{DatabaseErrorKind, Error as DieselError};
+
+/// Longest tag value the tag index holds; longer values are stored but not indexed.
+pub(crate) const MAX_INDEXED_TAG_VALUE: usize = 1_024;
+/// How often an insert is retried when another relay process wrote the same
+/// replaceable slot at the same moment.
+const REPLACE_RETRIES: usize = 3;
+
+/// What happened to an event handed to [`insert_event`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum InsertOutcome {
+    /// Stored under this storage sequence number.
+    Stored { seq: i64 },
+    /// The same id is already stored in this community.
+    Duplicate,
+    /// The same id was stored and later deleted; it is not accepted again.
+    Deleted,
+    /// A newer version of this replaceable/addressable event is stored.
+    Superseded,
+}
+
+#[derive(Insertable)]
+#[diesel(table_name = events)]
+struct NewEvent<'a> {
+    community_id: i64,
+    id: &'a str,
+    pubkey: &'a str,
+    created_at: i64,
+    kind: i32,
+    tags: String,
+    content: &'a str,
+    sig: &'a str,
+    received_at: i64,
+    channel_id: Option<&'a str>,
+    d_tag: Option<String>,
+    replace_key: Option<String>,
+}
+
+#[derive(Insertable)]
+#[diesel(table_name = event_tags)]
+struct NewTag<'a> {
+    event_seq: i64,
+    position: i32,
+    community_id: i64,
+    name: &'a str,
+    value: &'a str,
+}
+
+/// Store `event` in `community_id` (inside the caller's transaction).
+pub fn insert_event(
+    conn: &mut Conn<'_>,
+    community_id: i64,
+    event: &Event,
+    received_at: i64,
+) -> Result<InsertOutcome, Reason> {
+    let mut attempt = 0;
+    loop {
+        // Each attempt in its own savepoint: a unique violation caused by another relay
+        // process writing the same slot rolls back only this attempt, and we look again.
+        match conn.savepoint(|c| insert_once(c, community_id, event, received_at)) {
+            Err(DieselError::DatabaseError(DatabaseErrorKind::UniqueViolation, _))
+                if attempt < REPLACE_RETRIES =>
+            {
+                attempt += 1;
+            }
+            Err(DieselError::DatabaseError(DatabaseErrorKind::UniqueViolation, _)) => {
+                return Ok(InsertOutcome::Duplicate)
+            }
+            other => return other.map_err(Reason::from),
+        }
+    }
+}
+
+fn insert_once(
+    conn: &mut Conn<'_>,
+    community_id: i64,
+    event: &Event,
+    received_at: i64,
+) -> Result<InsertOutcome, DieselError> {
+    let existing: Option<Option<i64>> = with_conn!(conn, |c| events::table
+        .filter(events::community_id.eq(community_id))
+        .filter(events::id.eq(&event.id))
+        .select(events::deleted_at)
+        .first(c)
+        .optional())?;
+    match existing {
+        Some(Some(_)) => return Ok(InsertOutcome::Deleted),
+        Some(None) => return Ok(InsertOutcome::Duplicate),
+        None => {}
+    }
+
+    let replace_key = event.replace_key();
+    if let Some(key) = &replace_key {
+        let current: Option<(i64, i64, String)> = with_conn!(conn, |c| events::table
+            .filter(events::community_id.eq(community_id))
+            .filter(events::replace_key.eq(key))
+            .select((events::seq, events::created_at, events::id))
+            .first(c)
+            .optional())?;
+        if let Some((seq, created_at, id)) = current {
+            // NIP-01: keep the newest; on a tie keep the lowest id.
+            let incoming_is_newer = event.created_at > created_at
+                || (event.created_at == created_at && event.id < id);
+            if !incoming_is_newer {
+                return Ok(InsertOutcome::Superseded);
+            }
+            with_conn!(conn, |c| diesel::delete(
+                event_tags::table.filter(event_tags::event_seq.eq(seq))
+            )
+            .execute(c))?;
+            with_conn!(conn, |c| diesel::delete(events::table.filter(events::seq.eq(seq)))
+                .execute(c))?;
+        }
+    }
+
+    let tags_json = serde_json::to_string(&event.tags)
+        .map_err(|e| DieselError::SerializationError(Box::new(e)))?;
+    let row = NewEvent {
+        community_id,
+        id: &event.id,
+        pubkey: &event.pubkey,
+        created_at: event.created_at,
+        kind: event.kind as i32,
+        tags: tags_json,
+        content: &event.content,
+        sig: &event.sig,
+        received_at,
+        channel_id: event.channel_id(),
+        d_tag: event.d_tag(),
+        replace_key,
+    };
+    let seq: i64 = with_conn!(conn, |c| diesel::insert_into(events::table)
+        .values(&row)
+        .returning(events::seq)
+        .get_result(c))?;
+
+    let tags: Vec<NewTag<'_>> = event
+        .tags
+        .iter()
+        .enumerate()
+        .filter_map(|(position, tag)| match tag.as_slice() {
+            [name, value, ..] if !name.is_empty() && value.len() <= MAX_INDEXED_TAG_VALUE => {
+                Some(NewTag {
+                    event_seq: seq,
+                    position: position as i32,
+                    community_id,
+                    name,
+                    value,
+                })
+            }
+            _ => None,
+        })
+        .collect();
+    // Bounded chunks keep each statement under the backends' bind-parameter limits.
+    for chunk in tags.chunks(500) {
+        with_conn!(conn, |c| diesel::insert_into(event_tags::table)
+            .values(chunk)
+            .execute(c))?;
+    }
+    Ok(InsertOutcome::Stored { seq })
+}
+
+/// A row soft-deleted by [`apply_deletion`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeletedRow {
+    pub seq: i64,
+    pub id: String,
+    pub kind: i32,
+    pub channel_id: Option<String>,
+}
+
+/// NIP-09: soft-delete the events a kind-5 `deletion` names by `e` and `a` tags, when
+/// they belong to the deletion's author. Returns the rows that were deleted now.
+pub fn apply_deletion(
+    conn: &mut Conn<'_>,
+    community_id: i64,
+    deletion: &Event,
+    now_secs: i64,
+) -> Result<Vec<DeletedRow>, Reason> {
+    let ids: Vec<&str> = deletion.tag_values("e").collect();
+    let coords: Vec<&str> = deletion
+        .tag_values("a")
+        .filter(|a| a.split(':').nth(1) == Some(deletion.pubkey.as_str()))
+        .collect();
+    let mut deleted = Vec::new();
+    for chunk in ids.chunks(500) {
+        let rows: Vec<(i64, String, i32, Option<String>)> = with_conn!(conn, |c| {
+            diesel::update(
+                events::table
+                    .filter(events::community_id.eq(community_id))
+                    .filter(events::id.eq_any(chunk))
+                    .filter(events::pubkey.eq(&deletion.pubkey))
+                    .filter(events::kind.ne(5))
+                    .filter(events::deleted_at.is_null()),
+            )
+            .set(events::deleted_at.eq(now_secs))
+            .returning((events::seq, events::id, events::kind, events::channel_id))
+            .get_results(c)
+        })?;
+        deleted.extend(rows);
+    }
+    for coord in coords {
+        let rows: Vec<(i64, String, i32, Option<String>)> = with_conn!(conn, |c| {
+            diesel::update(
+                events::table
+                    .filter(events::community_id.eq(community_id))
+                    .filter(events::replace_key.eq(coord))
+                    .filter(events::created_at.le(deletion.created_at))
+                    .filter(events::deleted_at.is_null()),
+            )
+            .set(events::deleted_at.eq(now_secs))
+            .returning((events::seq, events::id, events::kind, events::channel_id))
+            .get_results(c)
+        })?;
+        deleted.extend(rows);
+    }
+    Ok(deleted
+        .into_iter()
+        .map(|(seq, id, kind, channel_id)| DeletedRow {
+            seq,
+            id,
+            kind,
+            channel_id,
+        })
+        .collect())
+}
+
+/// Insert the community row for `host` if missing; return its id.
+pub(super) fn ensure_community(conn: &mut Conn<'_>, host: &str, name: &str) -> Result<i64, Reason> {
+    let existing: Option<i64> = with_conn!(conn, |c| communities::table
+        .filter(communities::host.eq(host))
+        .select(communities::id)
+        .first(c)
+        .optional())?;
+    if let Some(id) = existing {
+        with_conn!(conn, |c| diesel::update(communities::table.filter(communities::id.eq(id)))
+            .set(communities::name.eq(name))
+            .execute(c))?;
+        return Ok(id);
+    }
+    let id = with_conn!(conn, |c| diesel::insert_into(communities::table)
+        .values((communities::host.eq(host), communities::name.eq(name)))
+        .returning(communities::id)
+        .get_result(c))?;
+    Ok(id)
+}

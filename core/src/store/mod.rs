@@ -1,0 +1,143 @@
+//! Storage: diesel on SQLite (embedded default) or PostgreSQL, chosen by the URL scheme.
+//!
+//! **Architecture invariant:** only `store` (and plugins, through [`Conn`]) talk SQL.
+//! Reads run on a blocking pool ([`Store::read`]); every write goes through one
+//! group-committing writer thread ([`Store::write`]) so SQLite never sees two writers
+//! and a burst of events shares one fsync.
+
+mod conn;
+mod events;
+mod migrate;
+mod pool;
+mod query;
+pub mod schema;
+mod writer;
+
+pub use conn::{Backend, Conn};
+pub use diesel::pg::PgConnection;
+pub use diesel::sqlite::SqliteConnection;
+pub use events::{apply_deletion, insert_event, DeletedRow, InsertOutcome};
+pub use migrate::{MigrationStatus, Migrations};
+pub use query::{query_events, row_to_event, ChannelScope, EventRow, Scope};
+
+use crate::error::Reason;
+use pool::Pool;
+use std::sync::Arc;
+use writer::Writer;
+
+/// Failures of the storage layer, each with its cause.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("database error: {0}")]
+    Db(#[from] diesel::result::Error),
+    #[error("cannot connect to the database: {0}")]
+    Connect(String),
+    #[error("connection pool error: {0}")]
+    Pool(#[from] diesel::r2d2::PoolError),
+    #[error("migration failed: {0}")]
+    Migration(String),
+    #[error("stored data is malformed: {0}")]
+    Corrupt(String),
+    #[error("unsupported database url {0:?} (use sqlite://PATH or postgres://...)")]
+    BadUrl(String),
+    #[error("the storage writer has stopped")]
+    WriterGone,
+    #[error("blocking task failed: {0}")]
+    Join(String),
+}
+
+impl From<diesel::result::Error> for Reason {
+    fn from(err: diesel::result::Error) -> Self {
+        Reason::Internal(anyhow::Error::new(StoreError::Db(err)))
+    }
+}
+
+/// Handle to the database; cheap to clone.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    backend: Backend,
+    pool: Pool,
+    writer: Writer,
+}
+
+impl Store {
+    /// Open the database at `url`. Migrations are applied when `auto_migrate` is set;
+    /// otherwise pending migrations make this fail, naming them.
+    pub async fn open(url: &str, pool_size: u32, auto_migrate: bool) -> Result<Store, StoreError> {
+        let url = url.to_owned();
+        tokio::task::spawn_blocking(move || Self::open_blocking(&url, pool_size, auto_migrate))
+            .await
+            .map_err(|e| StoreError::Join(e.to_string()))?
+    }
+
+    fn open_blocking(url: &str, pool_size: u32, auto_migrate: bool) -> Result<Store, StoreError> {
+        let pool = Pool::connect(url, pool_size)?;
+        let migrations = Migrations::new(pool.clone());
+        if auto_migrate {
+            migrations.run_pending()?;
+        } else {
+            let status = migrations.status()?;
+            if !status.pending.is_empty() {
+                return Err(StoreError::Migration(format!(
+                    "pending migrations and storage.auto_migrate is false: {} (run `buzz-relay migrate`)",
+                    status.pending.join(", ")
+                )));
+            }
+        }
+        let writer = Writer::start(pool.clone())?;
+        Ok(Store {
+            inner: Arc::new(Inner {
+                backend: pool.backend(),
+                pool,
+                writer,
+            }),
+        })
+    }
+
+    /// Migration status and runner for `url` without opening a full store.
+    pub fn migrations(url: &str) -> Result<Migrations, StoreError> {
+        Ok(Migrations::new(Pool::connect(url, 1)?))
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.inner.backend
+    }
+
+    /// Run a read on a pooled connection, off the async threads.
+    pub async fn read<R, F>(&self, f: F) -> Result<R, Reason>
+    where
+        R: Send + 'static,
+        F: FnOnce(Conn<'_>) -> Result<R, Reason> + Send + 'static,
+    {
+        let pool = self.inner.pool.clone();
+        tokio::task::spawn_blocking(move || pool.with_conn(f))
+            .await
+            .map_err(|e| Reason::Internal(anyhow::Error::new(StoreError::Join(e.to_string()))))?
+    }
+
+    /// Run `f` inside the writer's transaction (in its own savepoint). An `Err` rolls back
+    /// only this job; the answer arrives after the group's commit, so `Ok` means durable.
+    pub async fn write<R, F>(&self, f: F) -> Result<R, Reason>
+    where
+        R: Send + 'static,
+        F: FnOnce(&mut Conn<'_>) -> Result<R, Reason> + Send + 'static,
+    {
+        self.inner.writer.submit(f).await
+    }
+
+    /// Make sure a community row exists for `host`; returns its id.
+    pub async fn ensure_community(&self, host: &str, name: &str) -> Result<i64, Reason> {
+        let (host, name) = (host.to_owned(), name.to_owned());
+        self.write(move |conn| events::ensure_community(conn, &host, &name))
+            .await
+    }
+
+    /// Stop accepting writes, finish the queued ones and wait for the writer to exit.
+    pub async fn shutdown(&self) {
+        self.inner.writer.shutdown().await;
+    }
+}

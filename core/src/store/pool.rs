@@ -1,0 +1,88 @@
+//! Connection pools for both backends and per-connection SQLite settings.
+
+use super::conn::{Backend, Conn};
+use super::StoreError;
+use crate::error::Reason;
+use diesel::connection::SimpleConnection;
+use diesel::pg::PgConnection;
+use diesel::r2d2::{ConnectionManager, CustomizeConnection, Pool as R2d2};
+use diesel::sqlite::SqliteConnection;
+use std::time::Duration;
+
+#[derive(Clone)]
+pub(crate) enum Pool {
+    Sqlite(R2d2<ConnectionManager<SqliteConnection>>),
+    Pg(R2d2<ConnectionManager<PgConnection>>),
+}
+
+/// WAL lets readers run beside the single writer; `synchronous = FULL` makes a commit
+/// durable before the relay says `OK`; the busy timeout covers WAL checkpoints.
+#[derive(Debug)]
+struct SqliteSetup;
+
+impl CustomizeConnection<SqliteConnection, diesel::r2d2::Error> for SqliteSetup {
+    fn on_acquire(&self, conn: &mut SqliteConnection) -> Result<(), diesel::r2d2::Error> {
+        conn.batch_execute(
+            "PRAGMA busy_timeout = 10000;
+             PRAGMA journal_mode = WAL;
+             PRAGMA synchronous = FULL;
+             PRAGMA foreign_keys = ON;",
+        )
+        .map_err(diesel::r2d2::Error::QueryError)
+    }
+}
+
+impl Pool {
+    pub(crate) fn connect(url: &str, size: u32) -> Result<Pool, StoreError> {
+        let size = size.max(2);
+        if let Some(path) = url.strip_prefix("sqlite://") {
+            if let Some(dir) = std::path::Path::new(path).parent() {
+                if !dir.as_os_str().is_empty() {
+                    std::fs::create_dir_all(dir).map_err(|e| {
+                        StoreError::Connect(format!("creating {}: {e}", dir.display()))
+                    })?;
+                }
+            }
+            let pool = R2d2::builder()
+                .max_size(size)
+                .connection_timeout(Duration::from_secs(10))
+                .connection_customizer(Box::new(SqliteSetup))
+                .build(ConnectionManager::<SqliteConnection>::new(path))
+                .map_err(|e| StoreError::Connect(format!("{path}: {e}")))?;
+            Ok(Pool::Sqlite(pool))
+        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            let pool = R2d2::builder()
+                .max_size(size)
+                .connection_timeout(Duration::from_secs(10))
+                .build(ConnectionManager::<PgConnection>::new(url))
+                .map_err(|e| StoreError::Connect(e.to_string()))?;
+            Ok(Pool::Pg(pool))
+        } else {
+            Err(StoreError::BadUrl(url.to_owned()))
+        }
+    }
+
+    pub(crate) fn backend(&self) -> Backend {
+        match self {
+            Pool::Sqlite(_) => Backend::Sqlite,
+            Pool::Pg(_) => Backend::Postgres,
+        }
+    }
+
+    /// Borrow a connection for the duration of `f`.
+    pub(crate) fn with_conn<R>(
+        &self,
+        f: impl FnOnce(Conn<'_>) -> Result<R, Reason>,
+    ) -> Result<R, Reason> {
+        match self {
+            Pool::Sqlite(p) => {
+                let mut c = p.get().map_err(StoreError::from)?;
+                f(Conn::Sqlite(&mut *c))
+            }
+            Pool::Pg(p) => {
+                let mut c = p.get().map_err(StoreError::from)?;
+                f(Conn::Pg(&mut *c))
+            }
+        }
+    }
+}

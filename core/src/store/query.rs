@@ -1,0 +1,134 @@
+//! Reading events by NIP-01 filter, scoped to one community and to the channels the
+//! reader may see.
+
+use super::conn::Conn;
+use super::schema::{event_tags, events};
+use super::StoreError;
+use crate::error::Reason;
+use crate::event::Event;
+use crate::filter::Filter;
+use crate::with_conn;
+use diesel::prelude::*;
+
+/// Which channel-scoped rows a reader may receive. Rows without a channel are
+/// community-wide and always visible to the community's readers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChannelScope {
+    /// Every channel (relay-internal reads).
+    All,
+    /// No channel-scoped rows at all (e.g. unauthenticated readers).
+    None,
+    /// Only these channels.
+    Only(Vec<String>),
+}
+
+/// Where a query looks.
+#[derive(Debug, Clone)]
+pub struct Scope {
+    pub community_id: i64,
+    pub channels: ChannelScope,
+}
+
+/// One `events` row as stored.
+#[derive(Debug, Clone, Queryable, Selectable)]
+#[diesel(table_name = events)]
+pub struct EventRow {
+    pub seq: i64,
+    pub community_id: i64,
+    pub id: String,
+    pub pubkey: String,
+    pub created_at: i64,
+    pub kind: i32,
+    pub tags: String,
+    pub content: String,
+    pub sig: String,
+    pub received_at: i64,
+    pub channel_id: Option<String>,
+    pub deleted_at: Option<i64>,
+}
+
+/// Rebuild the wire event from a stored row.
+pub fn row_to_event(row: EventRow) -> Result<Event, StoreError> {
+    let tags: Vec<Vec<String>> = serde_json::from_str(&row.tags)
+        .map_err(|e| StoreError::Corrupt(format!("tags of event {}: {e}", row.id)))?;
+    let kind = u32::try_from(row.kind)
+        .map_err(|_| StoreError::Corrupt(format!("kind of event {}", row.id)))?;
+    Ok(Event {
+        id: row.id,
+        pubkey: row.pubkey,
+        created_at: row.created_at,
+        kind,
+        tags,
+        content: row.content,
+        sig: row.sig,
+    })
+}
+
+/// Events matching `filter` (deleted ones excluded), newest first (`created_at DESC,
+/// id ASC`), at most `limit`.
+pub fn query_events(
+    conn: &mut Conn<'_>,
+    scope: &Scope,
+    filter: &Filter,
+    limit: u64,
+) -> Result<Vec<Event>, Reason> {
+    if limit == 0 || filter.is_empty_match() {
+        return Ok(Vec::new());
+    }
+    if let ChannelScope::Only(list) = &scope.channels {
+        if list.is_empty() && filter.channels().is_some() {
+            return Ok(Vec::new());
+        }
+    }
+    let rows: Vec<EventRow> = with_conn!(conn, |c| {
+        let mut q = events::table
+            .filter(events::community_id.eq(scope.community_id))
+            .filter(events::deleted_at.is_null())
+            .select(EventRow::as_select())
+            .into_boxed();
+        match &scope.channels {
+            ChannelScope::All => {}
+            ChannelScope::None => q = q.filter(events::channel_id.is_null()),
+            ChannelScope::Only(list) => {
+                q = q.filter(
+                    events::channel_id
+                        .is_null()
+                        .or(events::channel_id.eq_any(list.clone())),
+                )
+            }
+        }
+        if let Some(ids) = &filter.ids {
+            q = q.filter(events::id.eq_any(ids.clone()));
+        }
+        if let Some(authors) = &filter.authors {
+            q = q.filter(events::pubkey.eq_any(authors.clone()));
+        }
+        if let Some(kinds) = &filter.kinds {
+            let kinds: Vec<i32> = kinds.iter().map(|k| *k as i32).collect();
+            q = q.filter(events::kind.eq_any(kinds));
+        }
+        if let Some(since) = filter.since {
+            q = q.filter(events::created_at.ge(since));
+        }
+        if let Some(until) = filter.until {
+            q = q.filter(events::created_at.le(until));
+        }
+        for (name, values) in &filter.tags {
+            q = q.filter(
+                events::seq.eq_any(
+                    event_tags::table
+                        .filter(event_tags::community_id.eq(scope.community_id))
+                        .filter(event_tags::name.eq(name.clone()))
+                        .filter(event_tags::value.eq_any(values.clone()))
+                        .select(event_tags::event_seq),
+                ),
+            );
+        }
+        q.order((events::created_at.desc(), events::id.asc()))
+            .limit(i64::try_from(limit).unwrap_or(i64::MAX))
+            .load(c)
+    })?;
+    rows.into_iter()
+        .map(|r| row_to_event(r).map_err(Reason::from))
+        .collect()
+}

@@ -1,0 +1,143 @@
+//! The group-committing writer.
+//!
+//! One thread owns the only writing connection. It takes every job queued at that moment
+//! (up to [`MAX_BATCH`]), runs each in its own savepoint inside one transaction, commits
+//! once, and only then answers each job. A failing job rolls back its savepoint alone;
+//! a failing commit fails every job of the batch. Answering after the commit is what lets
+//! the relay say `OK true` only for durable events.
+
+use super::conn::Conn;
+use super::pool::Pool;
+use super::StoreError;
+use crate::error::Reason;
+use diesel::Connection;
+use std::any::Any;
+use std::sync::{Mutex, RwLock};
+use tokio::sync::{mpsc, oneshot};
+
+/// Most jobs committed together.
+const MAX_BATCH: usize = 512;
+/// Jobs that may wait for the writer before submitters are slowed down.
+const QUEUE_DEPTH: usize = 8_192;
+
+type AnyBox = Box<dyn Any + Send>;
+type Job = Box<dyn FnOnce(&mut Conn<'_>) -> Result<AnyBox, Reason> + Send>;
+
+struct Request {
+    job: Job,
+    reply: oneshot::Sender<Result<AnyBox, Reason>>,
+}
+
+pub(crate) struct Writer {
+    /// `None` once shutdown began: later writes are refused, queued ones still finish.
+    sender: RwLock<Option<mpsc::Sender<Request>>>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+impl Writer {
+    pub(crate) fn start(pool: Pool) -> Result<Writer, StoreError> {
+        let (tx, rx) = mpsc::channel(QUEUE_DEPTH);
+        let thread = std::thread::Builder::new()
+            .name("buzz-store-writer".into())
+            .spawn(move || run(pool, rx))
+            .map_err(|e| StoreError::Connect(format!("spawning writer thread: {e}")))?;
+        Ok(Writer {
+            sender: RwLock::new(Some(tx)),
+            thread: Mutex::new(Some(thread)),
+        })
+    }
+
+    pub(crate) async fn submit<R, F>(&self, f: F) -> Result<R, Reason>
+    where
+        R: Send + 'static,
+        F: FnOnce(&mut Conn<'_>) -> Result<R, Reason> + Send + 'static,
+    {
+        let gone = || Reason::Unavailable("the relay is shutting down".into());
+        let sender = self
+            .sender
+            .read()
+            .map_err(|_| gone())?
+            .clone()
+            .ok_or_else(gone)?;
+        let (reply, answer) = oneshot::channel();
+        let job: Job = Box::new(move |conn| f(conn).map(|r| Box::new(r) as AnyBox));
+        sender
+            .send(Request { job, reply })
+            .await
+            .map_err(|_| gone())?;
+        let value = answer
+            .await
+            .map_err(|_| Reason::Internal(StoreError::WriterGone.into()))??;
+        value
+            .downcast::<R>()
+            .map(|b| *b)
+            .map_err(|_| Reason::Internal(anyhow::anyhow!("writer returned a value of the wrong type")))
+    }
+
+    pub(crate) async fn shutdown(&self) {
+        if let Ok(mut sender) = self.sender.write() {
+            sender.take();
+        }
+        let handle = self.thread.lock().ok().and_then(|mut t| t.take());
+        if let Some(handle) = handle {
+            let _ = tokio::task::spawn_blocking(move || handle.join()).await;
+        }
+    }
+}
+
+fn run(pool: Pool, mut rx: mpsc::Receiver<Request>) {
+    let mut batch = Vec::with_capacity(MAX_BATCH);
+    while let Some(first) = rx.blocking_recv() {
+        batch.push(first);
+        while batch.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(req) => batch.push(req),
+                Err(_) => break,
+            }
+        }
+        let outcome = pool.with_conn(|mut conn| {
+            let jobs = std::mem::take(&mut batch);
+            Ok(match &mut conn {
+                Conn::Sqlite(c) => commit_batch(&mut **c, |c| Conn::Sqlite(c), jobs),
+                Conn::Pg(c) => commit_batch(&mut **c, |c| Conn::Pg(c), jobs),
+            })
+        });
+        if let Err(err) = outcome {
+            // No connection at all: the batch was consumed by nobody; nothing to answer
+            // (its senders see the reply channel dropped and report an internal error).
+            tracing::error!(error = %err.wire_text(), "storage writer could not get a connection");
+        }
+        batch.clear();
+    }
+}
+
+/// Run `jobs` in one transaction, each in a savepoint; answer after the commit.
+fn commit_batch<C: Connection>(
+    conn: &mut C,
+    wrap: impl Fn(&mut C) -> Conn<'_>,
+    jobs: Vec<Request>,
+) {
+    let mut answers: Vec<(oneshot::Sender<Result<AnyBox, Reason>>, Result<AnyBox, Reason>)> =
+        Vec::with_capacity(jobs.len());
+    let committed = conn.transaction::<(), diesel::result::Error, _>(|conn| {
+        for Request { job, reply } in jobs {
+            let result = conn.transaction::<AnyBox, Reason, _>(|c| job(&mut wrap(c)));
+            answers.push((reply, result));
+        }
+        Ok(())
+    });
+    match committed {
+        Ok(()) => {
+            for (reply, result) in answers {
+                let _ = reply.send(result);
+            }
+        }
+        Err(err) => {
+            let cause = format!("commit failed: {err}");
+            tracing::error!(%cause, jobs = answers.len(), "storage batch rolled back");
+            for (reply, _) in answers {
+                let _ = reply.send(Err(Reason::Internal(anyhow::anyhow!(cause.clone()))));
+            }
+        }
+    }
+}

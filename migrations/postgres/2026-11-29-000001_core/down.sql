@@ -1,0 +1,6 @@
+DROP TABLE thread_metadata;
+DROP TABLE channel_members;
+DROP TABLE channels;
+DROP TABLE event_tags;
+DROP TABLE events;
+DROP TABLE communities;

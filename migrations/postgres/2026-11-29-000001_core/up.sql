@@ -1,0 +1,84 @@
+-- Core relay tables (PostgreSQL). Keep in step with ../../sqlite/2026-11-29-000001_core.
+CREATE TABLE communities (
+    id BIGSERIAL PRIMARY KEY,
+    host TEXT NOT NULL UNIQUE,
+    name TEXT NOT NULL
+);
+
+-- Every stored event. `seq` is the storage order; (community_id, id) is the identity.
+CREATE TABLE events (
+    seq BIGSERIAL PRIMARY KEY,
+    community_id BIGINT NOT NULL REFERENCES communities(id),
+    id TEXT NOT NULL,
+    pubkey TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    kind INTEGER NOT NULL,
+    tags TEXT NOT NULL,
+    content TEXT NOT NULL,
+    sig TEXT NOT NULL,
+    received_at BIGINT NOT NULL,          -- relay arrival, microseconds
+    channel_id TEXT,                      -- value of the single `h` tag
+    deleted_at BIGINT,                    -- soft deletion time, seconds
+    d_tag TEXT,                           -- addressable kinds only
+    replace_key TEXT                      -- kind:pubkey[:d] for replaceable/addressable
+);
+CREATE UNIQUE INDEX events_identity ON events (community_id, id);
+CREATE UNIQUE INDEX events_replace_key ON events (community_id, replace_key);
+CREATE INDEX events_by_time ON events (community_id, created_at DESC, id);
+CREATE INDEX events_by_kind ON events (community_id, kind, created_at DESC);
+CREATE INDEX events_by_author ON events (community_id, pubkey, created_at DESC);
+CREATE INDEX events_by_channel ON events (community_id, channel_id, created_at DESC, id);
+CREATE INDEX events_by_arrival ON events (community_id, received_at);
+
+-- Tag index: every tag with a name and a first value, any name length.
+CREATE TABLE event_tags (
+    event_seq BIGINT NOT NULL REFERENCES events(seq) ON DELETE CASCADE,
+    position INTEGER NOT NULL,
+    community_id BIGINT NOT NULL,
+    name TEXT NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY (event_seq, position)
+);
+CREATE INDEX event_tags_lookup ON event_tags (community_id, name, value, event_seq);
+
+CREATE TABLE channels (
+    community_id BIGINT NOT NULL REFERENCES communities(id),
+    id TEXT NOT NULL,
+    name TEXT NOT NULL,
+    about TEXT NOT NULL DEFAULT '',
+    private BOOLEAN NOT NULL DEFAULT FALSE,
+    channel_type TEXT NOT NULL DEFAULT 'stream',
+    archived BOOLEAN NOT NULL DEFAULT FALSE,
+    ttl_seconds BIGINT,
+    created_by TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    deleted_at BIGINT,
+    PRIMARY KEY (community_id, id)
+);
+
+CREATE TABLE channel_members (
+    community_id BIGINT NOT NULL,
+    channel_id TEXT NOT NULL,
+    pubkey TEXT NOT NULL,
+    role TEXT NOT NULL,
+    added_at BIGINT NOT NULL,
+    PRIMARY KEY (community_id, channel_id, pubkey),
+    FOREIGN KEY (community_id, channel_id) REFERENCES channels(community_id, id)
+);
+
+-- Thread position of conversation events; filled at ingest (channels issue).
+CREATE TABLE thread_metadata (
+    community_id BIGINT NOT NULL,
+    event_id TEXT NOT NULL,
+    channel_id TEXT NOT NULL,
+    parent_id TEXT,
+    root_id TEXT,
+    depth INTEGER NOT NULL,
+    broadcast BOOLEAN NOT NULL DEFAULT FALSE,
+    reply_count BIGINT NOT NULL DEFAULT 0,
+    descendant_count BIGINT NOT NULL DEFAULT 0,
+    last_reply_at BIGINT,
+    PRIMARY KEY (community_id, event_id)
+);
+CREATE INDEX thread_metadata_by_root ON thread_metadata (community_id, root_id);
+CREATE INDEX thread_metadata_by_parent ON thread_metadata (community_id, parent_id);
