@@ -40,6 +40,8 @@ pub struct StorageSettings {
     pub auto_migrate: bool,
     /// Read connections in the pool.
     pub pool_size: u32,
+    /// Prefix of every Redis key and channel this relay uses.
+    pub redis_prefix: String,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -111,6 +113,7 @@ database_url = "sqlite://./data/buzz.db"
 redis_url = ""
 auto_migrate = true
 pool_size = 8
+redis_prefix = "buzz"
 
 [relay]
 data_dir = "./data"

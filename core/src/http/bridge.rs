@@ -1,0 +1,77 @@
+//! The HTTP bridge: `POST /query` and `POST /events`, both NIP-98 authenticated, both
+//! served by the same query service and ingest pipeline as WebSocket.
+
+use super::state::read_body;
+use super::{AppState, RequestCtx};
+use crate::error::Reason;
+use crate::event::Event;
+use crate::filter::Filter;
+use actix_web::{web, HttpRequest, HttpResponse};
+use serde_json::{json, Value};
+
+/// `POST /query`: body is a JSON array of filters; answers a JSON array of events (or a
+/// plugin's object answer).
+pub(super) async fn query(req: HttpRequest, payload: web::Payload, state: web::Data<AppState>) -> HttpResponse {
+    match run_query(&req, payload, &state).await {
+        Ok(resp) => resp,
+        Err(reason) => reason.http_response(),
+    }
+}
+
+async fn run_query(
+    req: &HttpRequest,
+    payload: web::Payload,
+    state: &AppState,
+) -> Result<HttpResponse, Reason> {
+    // Resolve the host before reading anything, so unknown hosts get their 404.
+    RequestCtx::resolve(req, state)?;
+    let body = read_body(payload, state.services.settings.limits.max_message_bytes).await?;
+    let ctx = RequestCtx::authenticate(req, state, &body).await?;
+    let value: Value = serde_json::from_slice(&body)
+        .map_err(|e| Reason::invalid(format!("body is not JSON: {e}")))?;
+    let list = value
+        .as_array()
+        .ok_or_else(|| Reason::invalid("body must be a JSON array of filters"))?;
+    let filters = Filter::parse_many(list)?;
+    let result = state.query.run(&ctx.conn, filters).await?;
+    Ok(match result.object {
+        Some(object) => HttpResponse::Ok().json(object),
+        None => HttpResponse::Ok().json(result.events),
+    })
+}
+
+/// `POST /events`: body is one signed event; the answer mirrors a WebSocket `OK`.
+pub(super) async fn events(req: HttpRequest, payload: web::Payload, state: web::Data<AppState>) -> HttpResponse {
+    match run_event(&req, payload, &state).await {
+        Ok(resp) => resp,
+        Err(reason) => reason.http_response(),
+    }
+}
+
+async fn run_event(
+    req: &HttpRequest,
+    payload: web::Payload,
+    state: &AppState,
+) -> Result<HttpResponse, Reason> {
+    RequestCtx::resolve(req, state)?;
+    let body = read_body(payload, state.services.settings.limits.max_message_bytes).await?;
+    let ctx = RequestCtx::authenticate(req, state, &body).await?;
+    let value: Value = serde_json::from_slice(&body)
+        .map_err(|e| Reason::invalid(format!("body is not JSON: {e}")))?;
+    let id = value.get("id").and_then(Value::as_str).unwrap_or("").to_owned();
+    let event: Event = serde_json::from_value(value)
+        .map_err(|e| Reason::invalid(format!("not a Nostr event: {e}")))?;
+    let answer = match state.ingest.submit(&ctx.conn, event).await {
+        Ok(accepted) => json!({"id": id, "accepted": true, "message": accepted.message}),
+        Err(reason @ Reason::Internal(_)) | Err(reason @ Reason::Unavailable(_)) => {
+            return Err(reason)
+        }
+        Err(reason) => {
+            let message = reason.wire_text();
+            return Ok(HttpResponse::build(reason.http_status()).json(
+                json!({"id": id, "accepted": false, "message": message, "error": message}),
+            ));
+        }
+    };
+    Ok(HttpResponse::Ok().json(answer))
+}

@@ -1,0 +1,58 @@
+//! NIP-11 relay information document.
+
+use super::{AppState, RequestCtx};
+use actix_web::{web, HttpRequest, HttpResponse};
+use serde_json::{json, Map, Value};
+
+/// Build the document for one community.
+pub(super) fn document(state: &AppState, ctx: &RequestCtx) -> Value {
+    let s = &state.services.settings;
+    let l = &s.limits;
+    let mut doc = Map::new();
+    doc.insert("name".into(), json!(format!("{} — {}", s.relay.name, ctx.conn.community.name)));
+    doc.insert("description".into(), json!(s.relay.description));
+    doc.insert("self".into(), json!(state.services.relay_keys.pubkey()));
+    if !s.relay.contact.is_empty() {
+        doc.insert("contact".into(), json!(s.relay.contact));
+    }
+    doc.insert("supported_nips".into(), json!([1, 9, 11, 42, 98]));
+    doc.insert("software".into(), json!("buzz-relay"));
+    doc.insert("version".into(), json!(env!("CARGO_PKG_VERSION")));
+    doc.insert(
+        "limitation".into(),
+        json!({
+            "max_message_length": l.max_message_bytes,
+            "max_subscriptions": l.max_subscriptions,
+            "max_filters": l.max_filters,
+            "max_limit": l.max_limit,
+            "default_limit": l.max_limit,
+            "max_event_tags": l.max_event_tags,
+            "max_content_length": l.max_content_bytes,
+            "created_at_lower_limit": l.max_clock_skew_secs,
+            "created_at_upper_limit": l.max_clock_skew_secs,
+            "auth_required": false,
+            "restricted_writes": true,
+        }),
+    );
+    doc.insert(
+        "plugins".into(),
+        json!(state.plugins.iter().map(|p| p.name()).collect::<Vec<_>>()),
+    );
+    for plugin in state.plugins.iter() {
+        plugin.nip11(&mut doc);
+    }
+    Value::Object(doc)
+}
+
+/// `GET /info`, and `GET /` with `Accept: application/nostr+json`.
+pub(super) async fn nip11(req: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
+    match RequestCtx::resolve(&req, &state) {
+        Ok(ctx) => HttpResponse::Ok()
+            .content_type("application/nostr+json")
+            .insert_header(("Access-Control-Allow-Origin", "*"))
+            .insert_header(("Access-Control-Allow-Headers", "*"))
+            .insert_header(("Access-Control-Allow-Methods", "GET, POST, OPTIONS"))
+            .json(document(&state, &ctx)),
+        Err(reason) => reason.http_response(),
+    }
+}

@@ -1,0 +1,87 @@
+//! NIP-01 client messages in, relay messages out.
+
+use crate::error::Reason;
+use crate::event::Event;
+use serde_json::{json, Value};
+
+/// Longest subscription id accepted (NIP-01).
+pub(crate) const MAX_SUB_ID: usize = 64;
+
+pub(crate) enum ClientMessage {
+    Event(Value),
+    Req { sub_id: String, filters: Vec<Value> },
+    Close(String),
+    Auth(Value),
+}
+
+pub(crate) fn parse(text: &str) -> Result<ClientMessage, Reason> {
+    let value: Value =
+        serde_json::from_str(text).map_err(|e| Reason::invalid(format!("malformed JSON: {e}")))?;
+    let Value::Array(mut items) = value else {
+        return Err(Reason::invalid("a message must be a JSON array"));
+    };
+    if items.is_empty() {
+        return Err(Reason::invalid("empty message"));
+    }
+    let tag = items.remove(0);
+    let tag = tag
+        .as_str()
+        .ok_or_else(|| Reason::invalid("message type must be a string"))?;
+    match tag {
+        "EVENT" => match <[Value; 1]>::try_from(items) {
+            Ok([event]) => Ok(ClientMessage::Event(event)),
+            Err(_) => Err(Reason::invalid("EVENT takes exactly one event")),
+        },
+        "AUTH" => match <[Value; 1]>::try_from(items) {
+            Ok([event]) => Ok(ClientMessage::Auth(event)),
+            Err(_) => Err(Reason::invalid("AUTH takes exactly one event")),
+        },
+        "REQ" => {
+            let sub_id = sub_id(items.first())?;
+            Ok(ClientMessage::Req {
+                sub_id,
+                filters: items.split_off(1),
+            })
+        }
+        "CLOSE" => {
+            if items.len() != 1 {
+                return Err(Reason::invalid("CLOSE takes exactly one subscription id"));
+            }
+            Ok(ClientMessage::Close(sub_id(items.first())?))
+        }
+        other => Err(Reason::invalid(format!("unknown message type {other:?}"))),
+    }
+}
+
+fn sub_id(value: Option<&Value>) -> Result<String, Reason> {
+    match value.and_then(Value::as_str) {
+        Some(id) if !id.is_empty() && id.len() <= MAX_SUB_ID => Ok(id.to_owned()),
+        _ => Err(Reason::invalid(format!(
+            "subscription id must be a string of 1-{MAX_SUB_ID} characters"
+        ))),
+    }
+}
+
+pub(crate) fn ok(id: &str, accepted: bool, message: &str) -> String {
+    json!(["OK", id, accepted, message]).to_string()
+}
+
+pub(crate) fn event(sub_id: &str, event: &Event) -> String {
+    json!(["EVENT", sub_id, event]).to_string()
+}
+
+pub(crate) fn eose(sub_id: &str) -> String {
+    json!(["EOSE", sub_id]).to_string()
+}
+
+pub(crate) fn closed(sub_id: &str, message: &str) -> String {
+    json!(["CLOSED", sub_id, message]).to_string()
+}
+
+pub(crate) fn notice(message: &str) -> String {
+    json!(["NOTICE", message]).to_string()
+}
+
+pub(crate) fn auth_challenge(challenge: &str) -> String {
+    json!(["AUTH", challenge]).to_string()
+}

@@ -1,0 +1,293 @@
+//! NIP-01 over WebSocket: one task per connection.
+//!
+//! The connection task reads client messages and live events; a separate writer task
+//! drains a bounded outbound queue into the socket. A client that lets that queue fill
+//! (or falls behind the live broadcast) is too slow and is disconnected: memory per
+//! connection stays bounded.
+
+mod messages;
+
+use super::{AppState, RequestCtx};
+use crate::auth::nip42;
+use crate::ctx::{ConnCtx, Transport};
+use crate::error::Reason;
+use crate::event::{Event, StoredEvent};
+use crate::filter::Filter;
+use crate::store::Scope;
+use actix_web::{web, HttpRequest, HttpResponse, ResponseError};
+use actix_ws::{AggregatedMessage, CloseCode, CloseReason, Session};
+use messages::ClientMessage;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::Arc;
+use tokio::sync::{broadcast, mpsc, Notify, Semaphore};
+
+/// Upgrade `GET /` to a WebSocket; an unknown host refuses the upgrade with 404.
+pub(super) async fn upgrade(
+    req: HttpRequest,
+    body: web::Payload,
+    state: web::Data<AppState>,
+) -> HttpResponse {
+    let mut ctx = match RequestCtx::resolve(&req, &state) {
+        Ok(ctx) => ctx.conn,
+        Err(reason) => return reason.http_response(),
+    };
+    ctx.transport = Transport::WebSocket;
+    let (response, session, stream) = match actix_ws::handle(&req, body) {
+        Ok(parts) => parts,
+        Err(err) => return err.error_response(),
+    };
+    let max = state.services.settings.limits.max_message_bytes;
+    let stream = stream
+        .max_frame_size(max)
+        .aggregate_continuations()
+        .max_continuation_size(max);
+    let state = state.into_inner();
+    actix_web::rt::spawn(async move {
+        let connection = Connection::new(state, ctx, session.clone());
+        connection.run(session, stream).await;
+    });
+    response
+}
+
+/// Why a connection ends.
+enum End {
+    ClientClosed,
+    TooSlow,
+    Oversized,
+    ProtocolError,
+}
+
+struct Connection {
+    state: Arc<AppState>,
+    ctx: ConnCtx,
+    challenge: String,
+    relay_url: String,
+    /// Subscription id → the filters that stay live (core-served ones).
+    subs: HashMap<String, Vec<Filter>>,
+    /// What this caller may read; decided at connect and again after AUTH.
+    scope: Option<Scope>,
+    out: Outbound,
+    /// EVENT messages being processed concurrently (group commit needs several in flight).
+    inflight: Arc<Semaphore>,
+    session: Session,
+}
+
+/// The bounded outbound queue plus the "too slow" alarm.
+#[derive(Clone)]
+struct Outbound {
+    queue: mpsc::Sender<String>,
+    too_slow: Arc<Notify>,
+}
+
+impl Outbound {
+    /// Queue a message; if the queue is full the client is too slow and the connection
+    /// is told to close.
+    fn send(&self, text: String) {
+        if let Err(mpsc::error::TrySendError::Full(_)) = self.queue.try_send(text) {
+            self.too_slow.notify_one();
+        }
+    }
+}
+
+impl Connection {
+    fn new(state: Arc<AppState>, ctx: ConnCtx, session: Session) -> Self {
+        let limits = &state.services.settings.limits;
+        let (queue, rx) = mpsc::channel(limits.max_outbound_queue.max(1));
+        let inflight = Arc::new(Semaphore::new(limits.max_inflight_events.max(1)));
+        let relay_url = nip42::relay_url(&state.services.settings.server.public_scheme, &ctx.host_header);
+        actix_web::rt::spawn(write_loop(session.clone(), rx));
+        Connection {
+            state,
+            ctx,
+            challenge: nip42::new_challenge(),
+            relay_url,
+            subs: HashMap::new(),
+            scope: None,
+            out: Outbound {
+                queue,
+                too_slow: Arc::new(Notify::new()),
+            },
+            inflight,
+            session,
+        }
+    }
+
+    async fn run(mut self, _session: Session, mut stream: actix_ws::AggregatedMessageStream) {
+        let mut live = self.state.services.bus.subscribe();
+        self.out.send(messages::auth_challenge(&self.challenge));
+        self.refresh_scope().await;
+        let too_slow = self.out.too_slow.clone();
+        let end = loop {
+            tokio::select! {
+                msg = stream.recv() => match msg {
+                    None => break End::ClientClosed,
+                    Some(Ok(AggregatedMessage::Text(text))) => self.on_text(&text).await,
+                    Some(Ok(AggregatedMessage::Binary(_))) => {
+                        self.out.send(messages::notice("invalid: binary messages are not supported"));
+                    }
+                    Some(Ok(AggregatedMessage::Ping(bytes))) => {
+                        let _ = self.session.pong(&bytes).await;
+                    }
+                    Some(Ok(AggregatedMessage::Pong(_))) => {}
+                    Some(Ok(AggregatedMessage::Close(_))) => break End::ClientClosed,
+                    Some(Err(actix_ws::ProtocolError::Overflow)) => {
+                        let max = self.state.services.settings.limits.max_message_bytes;
+                        self.out.send(messages::notice(&format!("invalid: message exceeds {max} bytes")));
+                        break End::Oversized;
+                    }
+                    Some(Err(err)) => {
+                        tracing::debug!(error = %err, "websocket protocol error");
+                        break End::ProtocolError;
+                    }
+                },
+                event = live.recv() => match event {
+                    Ok(event) => self.on_live(&event),
+                    Err(broadcast::error::RecvError::Lagged(_)) => break End::TooSlow,
+                    Err(broadcast::error::RecvError::Closed) => break End::ClientClosed,
+                },
+                _ = too_slow.notified() => break End::TooSlow,
+            }
+        };
+        let reason = match end {
+            End::ClientClosed => None,
+            End::TooSlow => Some(CloseReason {
+                code: CloseCode::Policy,
+                description: Some("too slow: outbound queue full".into()),
+            }),
+            End::Oversized => Some(CloseReason {
+                code: CloseCode::Size,
+                description: Some("message too large".into()),
+            }),
+            End::ProtocolError => Some(CloseReason {
+                code: CloseCode::Protocol,
+                description: None,
+            }),
+        };
+        // Give queued notices a moment to reach the writer before closing.
+        tokio::task::yield_now().await;
+        let _ = self.session.close(reason).await;
+    }
+
+    async fn on_text(&mut self, text: &str) {
+        match messages::parse(text) {
+            Ok(ClientMessage::Event(value)) => self.on_event(value).await,
+            Ok(ClientMessage::Req { sub_id, filters }) => self.on_req(sub_id, filters).await,
+            Ok(ClientMessage::Close(sub_id)) => {
+                self.subs.remove(&sub_id);
+            }
+            Ok(ClientMessage::Auth(value)) => self.on_auth(value).await,
+            Err(reason) => self.out.send(messages::notice(&reason.wire_text())),
+        }
+    }
+
+    async fn on_event(&mut self, value: Value) {
+        let id = value.get("id").and_then(Value::as_str).unwrap_or("").to_owned();
+        let event: Event = match serde_json::from_value(value) {
+            Ok(event) => event,
+            Err(e) => {
+                let reason = Reason::invalid(format!("not a Nostr event: {e}"));
+                self.out.send(messages::ok(&id, false, &reason.wire_text()));
+                return;
+            }
+        };
+        // Waiting for a permit here is the per-connection backpressure.
+        let Ok(permit) = self.inflight.clone().acquire_owned().await else {
+            return;
+        };
+        let (state, ctx, out) = (self.state.clone(), self.ctx.clone(), self.out.clone());
+        actix_web::rt::spawn(async move {
+            let answer = match state.ingest.submit(&ctx, event).await {
+                Ok(accepted) => messages::ok(&id, true, &accepted.message),
+                Err(reason) => messages::ok(&id, false, &reason.wire_text()),
+            };
+            out.send(answer);
+            drop(permit);
+        });
+    }
+
+    async fn on_req(&mut self, sub_id: String, raw: Vec<Value>) {
+        let max_subs = self.state.services.settings.limits.max_subscriptions;
+        if !self.subs.contains_key(&sub_id) && self.subs.len() >= max_subs {
+            let reason = Reason::RateLimited(format!("at most {max_subs} open subscriptions"));
+            self.out.send(messages::closed(&sub_id, &reason.wire_text()));
+            return;
+        }
+        let filters = match Filter::parse_many(&raw) {
+            Ok(filters) => filters,
+            Err(reason) => {
+                self.subs.remove(&sub_id);
+                self.out.send(messages::closed(&sub_id, &reason.wire_text()));
+                return;
+            }
+        };
+        match self.state.query.run(&self.ctx, filters).await {
+            Ok(result) if result.object.is_some() => {
+                self.subs.remove(&sub_id);
+                let reason = Reason::invalid("this request is only served by POST /query");
+                self.out.send(messages::closed(&sub_id, &reason.wire_text()));
+            }
+            Ok(result) => {
+                for event in &result.events {
+                    self.out.send(messages::event(&sub_id, event));
+                }
+                self.out.send(messages::eose(&sub_id));
+                self.subs.insert(sub_id, result.live_filters);
+            }
+            Err(reason) => {
+                self.subs.remove(&sub_id);
+                self.out.send(messages::closed(&sub_id, &reason.wire_text()));
+            }
+        }
+    }
+
+    async fn on_auth(&mut self, value: Value) {
+        let id = value.get("id").and_then(Value::as_str).unwrap_or("").to_owned();
+        let result = serde_json::from_value::<Event>(value)
+            .map_err(|e| Reason::invalid(format!("not a Nostr event: {e}")))
+            .and_then(|event| {
+                let now = self.state.services.clock.now_secs();
+                nip42::verify(&event, &self.challenge, &self.relay_url, now).map(|()| event.pubkey)
+            });
+        match result {
+            Ok(pubkey) => {
+                self.ctx.pubkey = Some(pubkey);
+                self.refresh_scope().await;
+                self.out.send(messages::ok(&id, true, ""));
+            }
+            Err(reason) => self.out.send(messages::ok(&id, false, &reason.wire_text())),
+        }
+    }
+
+    async fn refresh_scope(&mut self) {
+        match self.state.services.access.read_scope(&self.ctx).await {
+            Ok(scope) => self.scope = Some(scope),
+            Err(reason) => {
+                // Without a scope nothing live is delivered (fail closed).
+                self.scope = None;
+                self.out.send(messages::notice(&reason.wire_text()));
+            }
+        }
+    }
+
+    fn on_live(&self, event: &StoredEvent) {
+        let Some(scope) = &self.scope else { return };
+        if !self.state.services.access.can_see(scope, event) {
+            return;
+        }
+        for (sub_id, filters) in &self.subs {
+            if filters.iter().any(|f| f.matches(&event.event)) {
+                self.out.send(messages::event(sub_id, &event.event));
+            }
+        }
+    }
+}
+
+/// Drain the outbound queue into the socket until either side is gone.
+async fn write_loop(mut session: Session, mut rx: mpsc::Receiver<String>) {
+    while let Some(text) = rx.recv().await {
+        if session.text(text).await.is_err() {
+            break;
+        }
+    }
+}

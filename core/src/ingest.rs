@@ -1,0 +1,157 @@
+//! The one ingest pipeline. WebSocket `EVENT` and `POST /events` both call
+//! [`Ingest::submit`]; nothing else writes client events.
+//!
+//! Order, cheapest refusal first: shape/size/time/id/signature → protocol rules →
+//! access → plugin checks → (ephemeral: fan out and stop) → one storage transaction
+//! (core or owning plugin stores; NIP-09 deletion; plugin in-transaction hooks) →
+//! after commit: live fan-out, then observers.
+
+use crate::ctx::ConnCtx;
+use crate::error::Reason;
+use crate::event::{Event, EventLimits, KindClass, StoredEvent};
+use crate::plugin::{Plugin, Services, WriteCtx};
+use crate::store::{apply_deletion, insert_event, InsertOutcome};
+use std::sync::Arc;
+
+/// Outcome of an accepted event: the text for `OK true` (empty, or `duplicate: …`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Accepted {
+    pub message: String,
+}
+
+pub struct Ingest {
+    services: Services,
+    plugins: Arc<[Arc<dyn Plugin>]>,
+    limits: EventLimits,
+}
+
+/// Kinds only the relay itself may author (NIP-29 group state, NIP-CW overlays, NIP-AR
+/// receipts). Clients' copies are refused on every transport.
+const RELAY_AUTHORED_KINDS: [u32; 7] = [39_000, 39_001, 39_002, 39_005, 39_006, 39_007, 45_011];
+
+impl Ingest {
+    pub fn new(services: Services, plugins: Arc<[Arc<dyn Plugin>]>) -> Self {
+        let l = &services.settings.limits;
+        let limits = EventLimits {
+            max_content_bytes: l.max_content_bytes,
+            max_tags: l.max_event_tags,
+            max_clock_skew_secs: l.max_clock_skew_secs,
+        };
+        Ingest {
+            services,
+            plugins,
+            limits,
+        }
+    }
+
+    pub fn limits(&self) -> EventLimits {
+        self.limits
+    }
+
+    /// Validate, authorize and store `event` for `ctx`. `Ok` means durable (or, for
+    /// ephemeral kinds, delivered to live subscribers).
+    pub async fn submit(&self, ctx: &ConnCtx, event: Event) -> Result<Accepted, Reason> {
+        let now = self.services.clock.now_micros();
+        self.limits.check(&event, now.div_euclid(1_000_000))?;
+        self.check_protocol(&event)?;
+        self.services.access.check_write(ctx, &event).await?;
+        for plugin in self.plugins.iter() {
+            plugin.check_event(ctx, &event).await?;
+        }
+
+        let stored = Arc::new(StoredEvent {
+            event,
+            community_id: ctx.community_id(),
+            received_at: now,
+        });
+        if stored.event.class() == KindClass::Ephemeral {
+            self.services.bus.publish(stored).await?;
+            return Ok(Accepted {
+                message: String::new(),
+            });
+        }
+
+        let outcome = self.store(ctx, stored.clone()).await?;
+        match outcome {
+            InsertOutcome::Stored { .. } => {}
+            InsertOutcome::Duplicate => {
+                return Ok(Accepted {
+                    message: "duplicate: already have this event".into(),
+                })
+            }
+            InsertOutcome::Deleted => {
+                return Err(Reason::Blocked("this event was deleted".into()))
+            }
+            InsertOutcome::Superseded => {
+                return Err(Reason::Duplicate(
+                    "a newer version of this event is already stored".into(),
+                ))
+            }
+        }
+
+        if let Err(err) = self.services.bus.publish(stored.clone()).await {
+            // The event is durable; only live delivery failed. Say so in the log, not to
+            // the author, whose write succeeded.
+            tracing::error!(error = %err.wire_text(), id = %stored.event.id, "live fan-out failed");
+        }
+        for plugin in self.plugins.iter() {
+            plugin.after_commit(ctx, &stored).await;
+        }
+        Ok(Accepted {
+            message: String::new(),
+        })
+    }
+
+    /// Protocol rules core enforces for every event.
+    fn check_protocol(&self, event: &Event) -> Result<(), Reason> {
+        if event.kind == crate::auth::nip42::AUTH_KIND {
+            return Err(Reason::invalid("kind 22242 is only accepted in AUTH messages"));
+        }
+        if RELAY_AUTHORED_KINDS.contains(&event.kind) {
+            return Err(Reason::invalid(format!(
+                "kind {} is authored by the relay only",
+                event.kind
+            )));
+        }
+        if event.tag_values("h").nth(1).is_some() {
+            return Err(Reason::invalid("an event carries at most one h tag"));
+        }
+        Ok(())
+    }
+
+    /// One storage transaction: store (core or owning plugin), NIP-09, in-tx hooks.
+    async fn store(&self, ctx: &ConnCtx, stored: Arc<StoredEvent>) -> Result<InsertOutcome, Reason> {
+        let plugins = self.plugins.clone();
+        let wctx = WriteCtx {
+            community_id: ctx.community_id(),
+            pubkey: ctx.pubkey.clone(),
+            now_micros: stored.received_at,
+        };
+        self.services
+            .store
+            .write(move |conn| {
+                let event = &stored.event;
+                let owner = plugins.iter().find(|p| p.owns_kind(event.kind));
+                let outcome = match owner {
+                    Some(plugin) => plugin.store_owned(conn, &wctx, event)?,
+                    None => insert_event(conn, wctx.community_id, event, stored.received_at)?,
+                };
+                if !matches!(outcome, InsertOutcome::Stored { .. }) {
+                    return Ok(outcome);
+                }
+                if event.kind == 5 {
+                    apply_deletion(
+                        conn,
+                        wctx.community_id,
+                        event,
+                        wctx.now_micros.div_euclid(1_000_000),
+                    )?;
+                }
+                for plugin in plugins.iter() {
+                    plugin.in_transaction(conn, &wctx, &stored)?;
+                }
+                Ok(outcome)
+            })
+            .await
+    }
+}

@@ -1,0 +1,28 @@
+//! Live fan-out: every accepted event is published once and delivered to every relay
+//! process's matching subscriptions.
+//!
+//! Embedded mode uses an in-process broadcast ([`MemoryBus`]); with `storage.redis_url`
+//! set, events travel through Redis pub/sub ([`RedisBus`]) so several relay processes act
+//! as one.
+
+mod memory;
+mod redis_bus;
+
+pub use memory::MemoryBus;
+pub use redis_bus::RedisBus;
+
+use crate::error::Reason;
+use crate::event::StoredEvent;
+use std::sync::Arc;
+use tokio::sync::broadcast;
+
+/// Events buffered per subscriber before it counts as lagging (and is disconnected).
+pub const LIVE_BUFFER: usize = 8_192;
+
+#[async_trait::async_trait]
+pub trait LiveBus: Send + Sync + 'static {
+    /// Deliver `event` to every process's subscribers.
+    async fn publish(&self, event: Arc<StoredEvent>) -> Result<(), Reason>;
+    /// Receive every event published by any process, from now on.
+    fn subscribe(&self) -> broadcast::Receiver<Arc<StoredEvent>>;
+}

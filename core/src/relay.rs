@@ -1,0 +1,218 @@
+//! Assembling and running a relay: settings + plugin factories → a listening server.
+//!
+//! Entry point for the `buzz-relay` binary and for every integration test
+//! (`RelayBuilder::new(settings).start()` on port 0).
+
+use crate::access::AccessService;
+use crate::clock::{Clock, SystemClock};
+use crate::community::{Communities, Community};
+use crate::config::Settings;
+use crate::http::{self, AppState};
+use crate::ingest::Ingest;
+use crate::keys::Keys;
+use crate::live::{LiveBus, MemoryBus, RedisBus};
+use crate::plugin::{Plugin, PluginFactory, Services};
+use crate::query::QueryService;
+use crate::replay::{MemoryReplayGuard, RedisReplayGuard, ReplayGuard};
+use crate::store::Store;
+use actix_web::{web, App, HttpServer};
+use anyhow::Context;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+/// Collects settings and the plugins this binary knows, then starts the relay.
+pub struct RelayBuilder {
+    settings: Settings,
+    factories: Vec<(&'static str, PluginFactory)>,
+    clock: Arc<dyn Clock>,
+    handle_signals: bool,
+}
+
+impl RelayBuilder {
+    pub fn new(settings: Settings) -> Self {
+        RelayBuilder {
+            settings,
+            factories: Vec::new(),
+            clock: Arc::new(SystemClock),
+            handle_signals: true,
+        }
+    }
+
+    /// Make plugin `name` available; it runs when `[plugins.<name>] enabled = true`.
+    pub fn plugin(mut self, name: &'static str, factory: PluginFactory) -> Self {
+        self.factories.push((name, factory));
+        self
+    }
+
+    /// Replace the wall clock (tests).
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Leave SIGINT/SIGTERM alone (tests run many relays in one process).
+    pub fn without_signal_handlers(mut self) -> Self {
+        self.handle_signals = false;
+        self
+    }
+
+    pub async fn start(self) -> anyhow::Result<RunningRelay> {
+        let settings = Arc::new(self.settings);
+        let relay_keys = if settings.relay.private_key.is_empty() {
+            Keys::load_or_generate(&settings.relay.data_dir.join("relay.key"))?
+        } else {
+            Keys::from_hex(&settings.relay.private_key).context("relay.private_key")?
+        };
+        let store = Store::open(
+            &settings.storage.database_url,
+            settings.storage.pool_size,
+            settings.storage.auto_migrate,
+        )
+        .await
+        .context("opening storage")?;
+
+        let mut communities = Vec::new();
+        for c in &settings.communities {
+            let host = crate::community::normalize_host(&c.host);
+            let id = store
+                .ensure_community(&host, &c.name)
+                .await
+                .map_err(|r| anyhow::anyhow!("registering community {host}: {r:?}"))?;
+            communities.push(Community::from_settings(id, c));
+        }
+
+        let prefix = settings.storage.redis_prefix.clone();
+        let (bus, replay, redis): (Arc<dyn LiveBus>, Arc<dyn ReplayGuard>, _) =
+            if settings.storage.redis_url.is_empty() {
+                (Arc::new(MemoryBus::default()), Arc::new(MemoryReplayGuard::default()), None)
+            } else {
+                let client = redis::Client::open(settings.storage.redis_url.as_str())
+                    .context("storage.redis_url")?;
+                let conn = redis::aio::ConnectionManager::new(client.clone())
+                    .await
+                    .context("connecting to redis")?;
+                let bus = RedisBus::start(client, &prefix)
+                    .await
+                    .context("subscribing to redis live channel")?;
+                (
+                    Arc::new(bus),
+                    Arc::new(RedisReplayGuard::new(conn.clone(), &prefix)),
+                    Some(conn),
+                )
+            };
+
+        let services = Services {
+            store: store.clone(),
+            relay_keys,
+            clock: self.clock,
+            bus,
+            access: Arc::new(AccessService::new()),
+            redis,
+            redis_prefix: prefix,
+            settings: settings.clone(),
+        };
+
+        let mut plugins: Vec<Arc<dyn Plugin>> = Vec::new();
+        for (name, section) in &settings.plugins {
+            if !section.enabled {
+                continue;
+            }
+            match self.factories.iter().find(|(n, _)| n == name) {
+                Some((_, factory)) => {
+                    let plugin = factory(section, &services)
+                        .with_context(|| format!("starting plugin {name}"))?;
+                    tracing::info!(plugin = %name, "plugin enabled");
+                    plugins.push(plugin);
+                }
+                None => tracing::warn!(
+                    plugin = %name,
+                    "plugin is enabled in config but not built into this binary; skipped"
+                ),
+            }
+        }
+        let plugins: Arc<[Arc<dyn Plugin>]> = plugins.into();
+
+        let state = web::Data::new(AppState {
+            ingest: Ingest::new(services.clone(), plugins.clone()),
+            query: QueryService::new(services.clone(), plugins.clone()),
+            services: services.clone(),
+            plugins: plugins.clone(),
+            communities: Communities::new(communities),
+            replay,
+        });
+
+        let app_state = state.clone();
+        let route_plugins = plugins.clone();
+        let mut server = HttpServer::new(move || {
+            let plugins = route_plugins.clone();
+            App::new()
+                .app_data(app_state.clone())
+                .configure(http::configure)
+                .configure(move |cfg| {
+                    for plugin in plugins.iter() {
+                        plugin.clone().routes(cfg);
+                    }
+                })
+        })
+        .shutdown_timeout(settings.server.shutdown_timeout_secs);
+        if settings.server.workers > 0 {
+            server = server.workers(settings.server.workers);
+        }
+        if !self.handle_signals {
+            server = server.disable_signals();
+        }
+        let server = server
+            .bind(settings.server.bind.as_str())
+            .with_context(|| format!("binding {}", settings.server.bind))?;
+        let addr = server
+            .addrs()
+            .first()
+            .copied()
+            .context("server bound no address")?;
+        let server = server.run();
+        let handle = server.handle();
+
+        for plugin in plugins.iter() {
+            for task in plugin.background() {
+                tokio::spawn(task);
+            }
+        }
+        tracing::info!(%addr, pubkey = %services.relay_keys.pubkey(), "relay listening");
+        let join = tokio::spawn(server);
+        Ok(RunningRelay {
+            addr,
+            services,
+            handle,
+            join,
+        })
+    }
+}
+
+/// A started relay.
+pub struct RunningRelay {
+    pub addr: SocketAddr,
+    pub services: Services,
+    handle: actix_web::dev::ServerHandle,
+    join: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl RunningRelay {
+    /// The relay's public key (NIP-11 `self`).
+    pub fn pubkey(&self) -> &str {
+        self.services.relay_keys.pubkey()
+    }
+
+    /// Run until the server stops (SIGINT/SIGTERM), then finish queued writes.
+    pub async fn wait(self) -> anyhow::Result<()> {
+        let result = self.join.await;
+        self.services.store.shutdown().await;
+        result.context("server task")?.context("server")?;
+        Ok(())
+    }
+
+    /// Stop gracefully: stop accepting, finish in-flight requests and queued writes.
+    pub async fn stop(self) -> anyhow::Result<()> {
+        self.handle.stop(true).await;
+        self.wait().await
+    }
+}
