@@ -46,7 +46,11 @@ async fn main() -> anyhow::Result<()> {
 
 async fn serve(settings: Settings) -> anyhow::Result<()> {
     let relay = RelayBuilder::new(settings).start().await?;
-    println!("buzz-relay listening on ws://{} (relay pubkey {})", relay.addr, relay.pubkey());
+    println!(
+        "buzz-relay listening on ws://{} (relay pubkey {})",
+        relay.addr,
+        relay.pubkey()
+    );
     relay.wait().await
 }
 
@@ -62,7 +66,11 @@ async fn migrate(settings: &Settings, status_only: bool) -> anyhow::Result<()> {
             for name in &status.pending {
                 println!("pending  {name}");
             }
-            println!("{} applied, {} pending", status.applied.len(), status.pending.len());
+            println!(
+                "{} applied, {} pending",
+                status.applied.len(),
+                status.pending.len()
+            );
         } else {
             let done = migrations.run_pending()?;
             for name in &done {

@@ -174,14 +174,18 @@ impl Settings {
 
     /// Like [`Settings::load`], with the environment supplied as a map (tests pass their
     /// own so they never race on the process environment).
-    pub fn load_from(file: Option<&Path>, env: &HashMap<String, String>) -> anyhow::Result<Settings> {
+    pub fn load_from(
+        file: Option<&Path>,
+        env: &HashMap<String, String>,
+    ) -> anyhow::Result<Settings> {
         let mut builder = config::Config::builder()
             .add_source(config::File::from_str(DEFAULTS, config::FileFormat::Toml));
         let file_has_communities = match file {
             Some(p) => {
                 let text = std::fs::read_to_string(p)
                     .with_context(|| format!("reading {}", p.display()))?;
-                builder = builder.add_source(config::File::from_str(&text, config::FileFormat::Toml));
+                builder =
+                    builder.add_source(config::File::from_str(&text, config::FileFormat::Toml));
                 text.contains("[[communities]]")
             }
             None => false,
@@ -286,8 +290,10 @@ mod tests {
         if let Some(text) = file {
             std::fs::write(&path, text)?;
         }
-        let env: HashMap<String, String> =
-            env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let env: HashMap<String, String> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         Settings::load_from(file.map(|_| path.as_path()), &env)
     }
 
@@ -325,6 +331,9 @@ mod tests {
         let err = load(Some("[server]\npublic_scheme = \"ftp\"\n"), &[]).unwrap_err();
         assert!(format!("{err:#}").contains("public_scheme"));
         let err = load(Some("[storage]\nauto_migrate = \"maybe\"\n"), &[]).unwrap_err();
-        assert!(format!("{err:#}").contains("auto_migrate") || format!("{err:#}").contains("boolean"), "{err:#}");
+        assert!(
+            format!("{err:#}").contains("auto_migrate") || format!("{err:#}").contains("boolean"),
+            "{err:#}"
+        );
     }
 }

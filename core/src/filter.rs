@@ -48,7 +48,9 @@ impl Filter {
                     })?)
                 }
                 tag if tag.starts_with('#') && tag.len() > 1 => {
-                    filter.tags.insert(tag[1..].to_owned(), string_list(val, key)?);
+                    filter
+                        .tags
+                        .insert(tag[1..].to_owned(), string_list(val, key)?);
                 }
                 _ => {
                     filter.extensions.insert(key.clone(), val.clone());
@@ -122,7 +124,9 @@ fn string_list(val: &Value, key: &str) -> Result<Vec<String>, Reason> {
 fn hex_list(val: &Value, key: &str) -> Result<Vec<String>, Reason> {
     let values = string_list(val, key)?;
     for v in &values {
-        let ok = v.len() == 64 && v.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        let ok = v.len() == 64
+            && v.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
         if !ok {
             return Err(Reason::invalid(format!(
                 "filter {key} must hold 64-character lowercase hex strings"

@@ -79,9 +79,7 @@ impl Ingest {
                     message: "duplicate: already have this event".into(),
                 })
             }
-            InsertOutcome::Deleted => {
-                return Err(Reason::Blocked("this event was deleted".into()))
-            }
+            InsertOutcome::Deleted => return Err(Reason::Blocked("this event was deleted".into())),
             InsertOutcome::Superseded => {
                 return Err(Reason::Duplicate(
                     "a newer version of this event is already stored".into(),
@@ -105,7 +103,9 @@ impl Ingest {
     /// Protocol rules core enforces for every event.
     fn check_protocol(&self, event: &Event) -> Result<(), Reason> {
         if event.kind == crate::auth::nip42::AUTH_KIND {
-            return Err(Reason::invalid("kind 22242 is only accepted in AUTH messages"));
+            return Err(Reason::invalid(
+                "kind 22242 is only accepted in AUTH messages",
+            ));
         }
         if RELAY_AUTHORED_KINDS.contains(&event.kind) {
             return Err(Reason::invalid(format!(
@@ -120,7 +120,11 @@ impl Ingest {
     }
 
     /// One storage transaction: store (core or owning plugin), NIP-09, in-tx hooks.
-    async fn store(&self, ctx: &ConnCtx, stored: Arc<StoredEvent>) -> Result<InsertOutcome, Reason> {
+    async fn store(
+        &self,
+        ctx: &ConnCtx,
+        stored: Arc<StoredEvent>,
+    ) -> Result<InsertOutcome, Reason> {
         let plugins = self.plugins.clone();
         let wctx = WriteCtx {
             community_id: ctx.community_id(),

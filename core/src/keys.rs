@@ -46,8 +46,7 @@ impl Keys {
                 .with_context(|| format!("parsing relay key {}", path.display()));
         }
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("creating {}", dir.display()))?;
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         }
         let keys = Self::generate();
         write_private(path, &keys.secret_hex())
@@ -117,7 +116,12 @@ mod tests {
     fn signed_events_verify_and_tampering_is_caught() {
         let keys = Keys::generate();
         let now = 1_700_000_000;
-        let ev = keys.sign(1, vec![vec!["t".into(), "x".into()]], "hello \"world\"\n", now);
+        let ev = keys.sign(
+            1,
+            vec![vec!["t".into(), "x".into()]],
+            "hello \"world\"\n",
+            now,
+        );
         let limits = EventLimits::default();
         assert!(limits.check(&ev, now).is_ok());
 

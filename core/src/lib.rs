@@ -4,21 +4,23 @@
 //! storage, communities and live fan-out, and offers hook points to plugins
 //! ([`plugin::Plugin`]). It knows no plugin by name. See `ARCHITECTURE.md` for the map.
 
-pub mod config;
-pub mod community;
-pub mod error;
-pub mod event;
-pub mod filter;
-pub mod keys;
-pub mod store;
 pub mod access;
 pub mod auth;
 pub mod clock;
+pub mod community;
+pub mod config;
 pub mod ctx;
+pub mod error;
+pub mod event;
+pub mod filter;
 pub mod http;
 pub mod ingest;
+pub mod keys;
 pub mod live;
 pub mod plugin;
 pub mod query;
 pub mod relay;
 pub mod replay;
+pub mod store;
+#[cfg(feature = "testkit")]
+pub mod testkit;

@@ -86,7 +86,11 @@ impl QueryService {
                 .await?;
             let mut seen = HashSet::new();
             events.retain(|e| seen.insert(e.id.clone()));
-            events.sort_by(|a, b| b.created_at.cmp(&a.created_at).then_with(|| a.id.cmp(&b.id)));
+            events.sort_by(|a, b| {
+                b.created_at
+                    .cmp(&a.created_at)
+                    .then_with(|| a.id.cmp(&b.id))
+            });
             result.events = events;
             result.live_filters = standard;
         }

@@ -84,7 +84,11 @@ impl RelayBuilder {
         let prefix = settings.storage.redis_prefix.clone();
         let (bus, replay, redis): (Arc<dyn LiveBus>, Arc<dyn ReplayGuard>, _) =
             if settings.storage.redis_url.is_empty() {
-                (Arc::new(MemoryBus::default()), Arc::new(MemoryReplayGuard::default()), None)
+                (
+                    Arc::new(MemoryBus::default()),
+                    Arc::new(MemoryReplayGuard::default()),
+                    None,
+                )
             } else {
                 let client = redis::Client::open(settings.storage.redis_url.as_str())
                     .context("storage.redis_url")?;

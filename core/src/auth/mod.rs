@@ -39,7 +39,10 @@ mod tests {
 
     #[test]
     fn url_comparison_rules() {
-        assert!(same_url("HTTP://LocalHost:7777/query", "http://localhost:7777/query/"));
+        assert!(same_url(
+            "HTTP://LocalHost:7777/query",
+            "http://localhost:7777/query/"
+        ));
         assert!(same_url("ws://localhost:7777/", "ws://localhost:7777"));
         assert!(same_url("http://h/q?a=1", "http://h/q/?a=1"));
         assert!(!same_url("http://h/Query", "http://h/query"));

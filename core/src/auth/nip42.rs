@@ -24,7 +24,12 @@ pub fn relay_url(public_scheme: &str, host_header: &str) -> String {
 }
 
 /// Check an `AUTH` event; on success the event's pubkey is authenticated.
-pub fn verify(event: &Event, challenge: &str, relay_url: &str, now_secs: i64) -> Result<(), Reason> {
+pub fn verify(
+    event: &Event,
+    challenge: &str,
+    relay_url: &str,
+    now_secs: i64,
+) -> Result<(), Reason> {
     let limits = EventLimits {
         max_clock_skew_secs: AUTH_WINDOW_SECS,
         ..EventLimits::default()
@@ -34,7 +39,9 @@ pub fn verify(event: &Event, challenge: &str, relay_url: &str, now_secs: i64) ->
     }
     limits.check(event, now_secs)?;
     if event.tag_value("challenge") != Some(challenge) {
-        return Err(Reason::invalid("auth challenge does not match this connection's"));
+        return Err(Reason::invalid(
+            "auth challenge does not match this connection's",
+        ));
     }
     match event.tag_value("relay") {
         Some(url) if same_url(url, relay_url) => Ok(()),
@@ -66,7 +73,13 @@ mod tests {
         let keys = Keys::generate();
         let now = 1_700_000_000;
         let url = relay_url("http", "localhost:7777");
-        assert!(verify(&auth(&keys, "c1", "ws://LOCALHOST:7777", now), "c1", &url, now).is_ok());
+        assert!(verify(
+            &auth(&keys, "c1", "ws://LOCALHOST:7777", now),
+            "c1",
+            &url,
+            now
+        )
+        .is_ok());
         let cases = [
             (auth(&keys, "c2", &url, now), "challenge"),
             (auth(&keys, "c1", "ws://other:7777/", now), "relay"),
@@ -75,7 +88,10 @@ mod tests {
         ];
         for (event, needle) in cases {
             let err = verify(&event, "c1", &url, now).unwrap_err().to_string();
-            assert!(err.starts_with("invalid: ") && err.contains(needle), "{err}");
+            assert!(
+                err.starts_with("invalid: ") && err.contains(needle),
+                "{err}"
+            );
         }
     }
 }

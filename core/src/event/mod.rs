@@ -104,8 +104,8 @@ pub fn compute_id(
     tags: &[Vec<String>],
     content: &str,
 ) -> [u8; 32] {
-    let canonical = serde_json::to_vec(&(0, pubkey, created_at, kind, tags, content))
-        .unwrap_or_default();
+    let canonical =
+        serde_json::to_vec(&(0, pubkey, created_at, kind, tags, content)).unwrap_or_default();
     Sha256::digest(&canonical).into()
 }
 

@@ -37,10 +37,7 @@ impl EventLimits {
             )));
         }
         if event.tags.len() > self.max_tags {
-            return Err(Reason::invalid(format!(
-                "more than {} tags",
-                self.max_tags
-            )));
+            return Err(Reason::invalid(format!("more than {} tags", self.max_tags)));
         }
         if event.tags.iter().any(|t| t.is_empty()) {
             return Err(Reason::invalid("empty tag"));

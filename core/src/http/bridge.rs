@@ -11,7 +11,11 @@ use serde_json::{json, Value};
 
 /// `POST /query`: body is a JSON array of filters; answers a JSON array of events (or a
 /// plugin's object answer).
-pub(super) async fn query(req: HttpRequest, payload: web::Payload, state: web::Data<AppState>) -> HttpResponse {
+pub(super) async fn query(
+    req: HttpRequest,
+    payload: web::Payload,
+    state: web::Data<AppState>,
+) -> HttpResponse {
     match run_query(&req, payload, &state).await {
         Ok(resp) => resp,
         Err(reason) => reason.http_response(),
@@ -41,7 +45,11 @@ async fn run_query(
 }
 
 /// `POST /events`: body is one signed event; the answer mirrors a WebSocket `OK`.
-pub(super) async fn events(req: HttpRequest, payload: web::Payload, state: web::Data<AppState>) -> HttpResponse {
+pub(super) async fn events(
+    req: HttpRequest,
+    payload: web::Payload,
+    state: web::Data<AppState>,
+) -> HttpResponse {
     match run_event(&req, payload, &state).await {
         Ok(resp) => resp,
         Err(reason) => reason.http_response(),
@@ -58,7 +66,11 @@ async fn run_event(
     let ctx = RequestCtx::authenticate(req, state, &body).await?;
     let value: Value = serde_json::from_slice(&body)
         .map_err(|e| Reason::invalid(format!("body is not JSON: {e}")))?;
-    let id = value.get("id").and_then(Value::as_str).unwrap_or("").to_owned();
+    let id = value
+        .get("id")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned();
     let event: Event = serde_json::from_value(value)
         .map_err(|e| Reason::invalid(format!("not a Nostr event: {e}")))?;
     let answer = match state.ingest.submit(&ctx.conn, event).await {
@@ -68,9 +80,8 @@ async fn run_event(
         }
         Err(reason) => {
             let message = reason.wire_text();
-            return Ok(HttpResponse::build(reason.http_status()).json(
-                json!({"id": id, "accepted": false, "message": message, "error": message}),
-            ));
+            return Ok(HttpResponse::build(reason.http_status())
+                .json(json!({"id": id, "accepted": false, "message": message, "error": message})));
         }
     };
     Ok(HttpResponse::Ok().json(answer))

@@ -9,7 +9,10 @@ pub(super) fn document(state: &AppState, ctx: &RequestCtx) -> Value {
     let s = &state.services.settings;
     let l = &s.limits;
     let mut doc = Map::new();
-    doc.insert("name".into(), json!(format!("{} — {}", s.relay.name, ctx.conn.community.name)));
+    doc.insert(
+        "name".into(),
+        json!(format!("{} — {}", s.relay.name, ctx.conn.community.name)),
+    );
     doc.insert("description".into(), json!(s.relay.description));
     doc.insert("self".into(), json!(state.services.relay_keys.pubkey()));
     if !s.relay.contact.is_empty() {

@@ -98,7 +98,9 @@ impl LiveBus for RedisBus {
         let mut conn = self.conn.clone();
         conn.publish::<_, _, ()>(&self.channel, payload)
             .await
-            .map_err(|e| Reason::Internal(anyhow::Error::new(e).context("publishing live event to redis")))
+            .map_err(|e| {
+                Reason::Internal(anyhow::Error::new(e).context("publishing live event to redis"))
+            })
     }
 
     fn subscribe(&self) -> broadcast::Receiver<Arc<StoredEvent>> {

@@ -108,8 +108,8 @@ fn insert_once(
             .optional())?;
         if let Some((seq, created_at, id)) = current {
             // NIP-01: keep the newest; on a tie keep the lowest id.
-            let incoming_is_newer = event.created_at > created_at
-                || (event.created_at == created_at && event.id < id);
+            let incoming_is_newer =
+                event.created_at > created_at || (event.created_at == created_at && event.id < id);
             if !incoming_is_newer {
                 return Ok(InsertOutcome::Superseded);
             }
@@ -117,8 +117,10 @@ fn insert_once(
                 event_tags::table.filter(event_tags::event_seq.eq(seq))
             )
             .execute(c))?;
-            with_conn!(conn, |c| diesel::delete(events::table.filter(events::seq.eq(seq)))
-                .execute(c))?;
+            with_conn!(conn, |c| diesel::delete(
+                events::table.filter(events::seq.eq(seq))
+            )
+            .execute(c))?;
         }
     }
 
@@ -242,9 +244,11 @@ pub(super) fn ensure_community(conn: &mut Conn<'_>, host: &str, name: &str) -> R
         .first(c)
         .optional())?;
     if let Some(id) = existing {
-        with_conn!(conn, |c| diesel::update(communities::table.filter(communities::id.eq(id)))
-            .set(communities::name.eq(name))
-            .execute(c))?;
+        with_conn!(conn, |c| diesel::update(
+            communities::table.filter(communities::id.eq(id))
+        )
+        .set(communities::name.eq(name))
+        .execute(c))?;
         return Ok(id);
     }
     let id = with_conn!(conn, |c| diesel::insert_into(communities::table)

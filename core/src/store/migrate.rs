@@ -36,15 +36,25 @@ impl Migrations {
                 fn names<DB: diesel::backend::Backend>(
                     list: Vec<Box<dyn diesel::migration::Migration<DB>>>,
                 ) -> Vec<String> {
-                    list.iter().map(|m| m.name().version().to_string()).collect()
+                    list.iter()
+                        .map(|m| m.name().version().to_string())
+                        .collect()
                 }
                 let (applied, pending): (Vec<String>, Vec<String>) = match conn {
                     Conn::Sqlite(c) => (
-                        c.applied_migrations().map_err(failed)?.iter().map(|v| v.to_string()).collect(),
+                        c.applied_migrations()
+                            .map_err(failed)?
+                            .iter()
+                            .map(|v| v.to_string())
+                            .collect(),
                         names(c.pending_migrations(SQLITE).map_err(failed)?),
                     ),
                     Conn::Pg(c) => (
-                        c.applied_migrations().map_err(failed)?.iter().map(|v| v.to_string()).collect(),
+                        c.applied_migrations()
+                            .map_err(failed)?
+                            .iter()
+                            .map(|v| v.to_string())
+                            .collect(),
                         names(c.pending_migrations(POSTGRES).map_err(failed)?),
                     ),
                 };

@@ -68,10 +68,9 @@ impl Writer {
         let value = answer
             .await
             .map_err(|_| Reason::Internal(StoreError::WriterGone.into()))??;
-        value
-            .downcast::<R>()
-            .map(|b| *b)
-            .map_err(|_| Reason::Internal(anyhow::anyhow!("writer returned a value of the wrong type")))
+        value.downcast::<R>().map(|b| *b).map_err(|_| {
+            Reason::Internal(anyhow::anyhow!("writer returned a value of the wrong type"))
+        })
     }
 
     pub(crate) async fn shutdown(&self) {
@@ -117,8 +116,10 @@ fn commit_batch<C: Connection>(
     wrap: impl Fn(&mut C) -> Conn<'_>,
     jobs: Vec<Request>,
 ) {
-    let mut answers: Vec<(oneshot::Sender<Result<AnyBox, Reason>>, Result<AnyBox, Reason>)> =
-        Vec::with_capacity(jobs.len());
+    let mut answers: Vec<(
+        oneshot::Sender<Result<AnyBox, Reason>>,
+        Result<AnyBox, Reason>,
+    )> = Vec::with_capacity(jobs.len());
     let committed = conn.transaction::<(), diesel::result::Error, _>(|conn| {
         for Request { job, reply } in jobs {
             let result = conn.transaction::<AnyBox, Reason, _>(|c| job(&mut wrap(c)));

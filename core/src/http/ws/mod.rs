@@ -14,7 +14,7 @@ use crate::error::Reason;
 use crate::event::{Event, StoredEvent};
 use crate::filter::Filter;
 use crate::store::Scope;
-use actix_web::{web, HttpRequest, HttpResponse, ResponseError};
+use actix_web::{web, HttpRequest, HttpResponse};
 use actix_ws::{AggregatedMessage, CloseCode, CloseReason, Session};
 use messages::ClientMessage;
 use serde_json::Value;
@@ -95,7 +95,10 @@ impl Connection {
         let limits = &state.services.settings.limits;
         let (queue, rx) = mpsc::channel(limits.max_outbound_queue.max(1));
         let inflight = Arc::new(Semaphore::new(limits.max_inflight_events.max(1)));
-        let relay_url = nip42::relay_url(&state.services.settings.server.public_scheme, &ctx.host_header);
+        let relay_url = nip42::relay_url(
+            &state.services.settings.server.public_scheme,
+            &ctx.host_header,
+        );
         actix_web::rt::spawn(write_loop(session.clone(), rx));
         Connection {
             state,
@@ -182,7 +185,11 @@ impl Connection {
     }
 
     async fn on_event(&mut self, value: Value) {
-        let id = value.get("id").and_then(Value::as_str).unwrap_or("").to_owned();
+        let id = value
+            .get("id")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned();
         let event: Event = match serde_json::from_value(value) {
             Ok(event) => event,
             Err(e) => {
@@ -210,14 +217,16 @@ impl Connection {
         let max_subs = self.state.services.settings.limits.max_subscriptions;
         if !self.subs.contains_key(&sub_id) && self.subs.len() >= max_subs {
             let reason = Reason::RateLimited(format!("at most {max_subs} open subscriptions"));
-            self.out.send(messages::closed(&sub_id, &reason.wire_text()));
+            self.out
+                .send(messages::closed(&sub_id, &reason.wire_text()));
             return;
         }
         let filters = match Filter::parse_many(&raw) {
             Ok(filters) => filters,
             Err(reason) => {
                 self.subs.remove(&sub_id);
-                self.out.send(messages::closed(&sub_id, &reason.wire_text()));
+                self.out
+                    .send(messages::closed(&sub_id, &reason.wire_text()));
                 return;
             }
         };
@@ -225,7 +234,8 @@ impl Connection {
             Ok(result) if result.object.is_some() => {
                 self.subs.remove(&sub_id);
                 let reason = Reason::invalid("this request is only served by POST /query");
-                self.out.send(messages::closed(&sub_id, &reason.wire_text()));
+                self.out
+                    .send(messages::closed(&sub_id, &reason.wire_text()));
             }
             Ok(result) => {
                 for event in &result.events {
@@ -236,13 +246,18 @@ impl Connection {
             }
             Err(reason) => {
                 self.subs.remove(&sub_id);
-                self.out.send(messages::closed(&sub_id, &reason.wire_text()));
+                self.out
+                    .send(messages::closed(&sub_id, &reason.wire_text()));
             }
         }
     }
 
     async fn on_auth(&mut self, value: Value) {
-        let id = value.get("id").and_then(Value::as_str).unwrap_or("").to_owned();
+        let id = value
+            .get("id")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned();
         let result = serde_json::from_value::<Event>(value)
             .map_err(|e| Reason::invalid(format!("not a Nostr event: {e}")))
             .and_then(|event| {

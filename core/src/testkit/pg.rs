@@ -1,0 +1,41 @@
+use diesel::{Connection, PgConnection, RunQueryDsl};
+
+/// A PostgreSQL database created for one test and dropped (forcibly) when dropped.
+pub struct PgDatabase {
+    admin_url: String,
+    name: String,
+    pub url: String,
+}
+
+impl PgDatabase {
+    pub fn create(admin_url: &str) -> anyhow::Result<PgDatabase> {
+        let name = format!("buzz_test_{}", uuid::Uuid::new_v4().simple());
+        let mut admin = PgConnection::establish(admin_url)?;
+        diesel::sql_query(format!("CREATE DATABASE {name}")).execute(&mut admin)?;
+        let base = admin_url
+            .rsplit_once('/')
+            .map(|(base, _)| base)
+            .unwrap_or(admin_url);
+        Ok(PgDatabase {
+            admin_url: admin_url.to_owned(),
+            url: format!("{base}/{name}"),
+            name,
+        })
+    }
+}
+
+impl Drop for PgDatabase {
+    fn drop(&mut self) {
+        let dropped = PgConnection::establish(&self.admin_url).and_then(|mut admin| {
+            diesel::sql_query(format!(
+                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                self.name
+            ))
+            .execute(&mut admin)
+            .map_err(|e| diesel::ConnectionError::BadConnection(e.to_string()))
+        });
+        if let Err(e) = dropped {
+            eprintln!("warning: could not drop test database {}: {e}", self.name);
+        }
+    }
+}

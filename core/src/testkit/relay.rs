@@ -1,0 +1,113 @@
+use super::{pg_admin_url, PgDatabase};
+use crate::config::Settings;
+use crate::plugin::PluginFactory;
+use crate::relay::{RelayBuilder, RunningRelay};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+
+/// Which database a test relay runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TestBackend {
+    Sqlite,
+    Postgres,
+}
+
+/// A relay started on 127.0.0.1:0 with its own data directory and database.
+pub struct TestRelay {
+    relay: Option<RunningRelay>,
+    pub addr: SocketAddr,
+    pub settings: Settings,
+    factories: Vec<(&'static str, PluginFactory)>,
+    _dir: tempfile::TempDir,
+    _pg: Option<PgDatabase>,
+}
+
+impl TestRelay {
+    /// Start with default settings. `None` means the backend is unavailable and the
+    /// test was skipped (see [`super::pg_admin_url`]).
+    pub async fn start(backend: TestBackend, test: &str) -> Option<TestRelay> {
+        Self::start_with(backend, test, |_| {}, Vec::new()).await
+    }
+
+    /// Start with settings adjusted by `tweak` and these plugins available.
+    pub async fn start_with(
+        backend: TestBackend,
+        test: &str,
+        tweak: impl FnOnce(&mut Settings),
+        factories: Vec<(&'static str, PluginFactory)>,
+    ) -> Option<TestRelay> {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (url, pg) = match backend {
+            TestBackend::Sqlite => (
+                format!("sqlite://{}", dir.path().join("buzz.db").display()),
+                None,
+            ),
+            TestBackend::Postgres => {
+                let admin = pg_admin_url(test)?;
+                let db = PgDatabase::create(&admin).expect("create test database");
+                (db.url.clone(), Some(db))
+            }
+        };
+        let mut settings = Settings::load_from(None, &HashMap::new()).expect("default settings");
+        settings.server.bind = "127.0.0.1:0".into();
+        settings.server.workers = 2;
+        settings.server.shutdown_timeout_secs = 2;
+        settings.storage.database_url = url;
+        settings.relay.data_dir = dir.path().to_path_buf();
+        tweak(&mut settings);
+        let mut relay = TestRelay {
+            relay: None,
+            addr: "127.0.0.1:0".parse().expect("addr"),
+            settings,
+            factories,
+            _dir: dir,
+            _pg: pg,
+        };
+        relay.boot().await;
+        Some(relay)
+    }
+
+    async fn boot(&mut self) {
+        let mut builder = RelayBuilder::new(self.settings.clone()).without_signal_handlers();
+        for (name, factory) in &self.factories {
+            builder = builder.plugin(name, *factory);
+        }
+        let running = builder.start().await.expect("relay starts");
+        self.addr = running.addr;
+        self.relay = Some(running);
+    }
+
+    /// Stop gracefully and start again on the same storage (a new port).
+    pub async fn restart(&mut self) {
+        if let Some(relay) = self.relay.take() {
+            relay.stop().await.expect("relay stops");
+        }
+        self.boot().await;
+    }
+
+    /// The running relay (services, pubkey).
+    pub fn running(&self) -> &RunningRelay {
+        self.relay.as_ref().expect("relay is running")
+    }
+
+    /// `Host` value for the default community: `localhost:<port>`.
+    pub fn host(&self) -> String {
+        format!("localhost:{}", self.addr.port())
+    }
+
+    pub async fn ws(&self) -> super::WsClient {
+        super::WsClient::connect(self.addr, &self.host())
+            .await
+            .expect("websocket connects")
+    }
+
+    pub fn http(&self) -> super::HttpClient {
+        super::HttpClient::new(self.addr, &self.host())
+    }
+
+    pub async fn stop(mut self) {
+        if let Some(relay) = self.relay.take() {
+            relay.stop().await.expect("relay stops");
+        }
+    }
+}

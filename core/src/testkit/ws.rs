@@ -1,0 +1,176 @@
+use crate::event::Event;
+use crate::keys::Keys;
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{json, Value};
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+type Stream = WebSocketStream<MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// A NIP-01 WebSocket client for tests, examples and benchmarks.
+pub struct WsClient {
+    stream: Stream,
+    host: String,
+    /// The latest `["AUTH", challenge]` the relay sent.
+    pub challenge: Option<String>,
+    /// Messages read while waiting for something else, in arrival order.
+    backlog: std::collections::VecDeque<Value>,
+    pub timeout: Duration,
+}
+
+impl WsClient {
+    /// Connect to `addr`, sending `host` as the `Host` header.
+    pub async fn connect(addr: SocketAddr, host: &str) -> anyhow::Result<WsClient> {
+        let mut request = format!("ws://{addr}/").into_client_request()?;
+        request.headers_mut().insert("host", host.parse()?);
+        let (stream, _) = tokio_tungstenite::connect_async(request).await?;
+        Ok(WsClient {
+            stream,
+            host: host.to_owned(),
+            challenge: None,
+            backlog: Default::default(),
+            timeout: Duration::from_secs(10),
+        })
+    }
+
+    pub async fn send_raw(&mut self, text: &str) -> anyhow::Result<()> {
+        self.stream.send(Message::text(text)).await?;
+        Ok(())
+    }
+
+    pub async fn send(&mut self, value: &Value) -> anyhow::Result<()> {
+        self.send_raw(&value.to_string()).await
+    }
+
+    /// Next message from the relay (backlog first); `None` when closed or timed out.
+    pub async fn recv(&mut self) -> Option<Value> {
+        if let Some(v) = self.backlog.pop_front() {
+            return Some(v);
+        }
+        self.read().await
+    }
+
+    async fn read(&mut self) -> Option<Value> {
+        loop {
+            let msg = tokio::time::timeout(self.timeout, self.stream.next())
+                .await
+                .ok()??
+                .ok()?;
+            match msg {
+                Message::Text(text) => {
+                    let value: Value = serde_json::from_str(&text).ok()?;
+                    if value[0] == "AUTH" {
+                        self.challenge = value[1].as_str().map(str::to_owned);
+                        continue;
+                    }
+                    return Some(value);
+                }
+                Message::Close(_) => return None,
+                _ => continue,
+            }
+        }
+    }
+
+    /// Wait for the first message satisfying `pred`; others are kept for later.
+    pub async fn recv_where(&mut self, pred: impl Fn(&Value) -> bool) -> Option<Value> {
+        if let Some(pos) = self.backlog.iter().position(&pred) {
+            return self.backlog.remove(pos);
+        }
+        loop {
+            let v = self.read().await?;
+            if pred(&v) {
+                return Some(v);
+            }
+            self.backlog.push_back(v);
+        }
+    }
+
+    /// Is the connection closed by the relay (within the timeout)?
+    pub async fn is_closed(&mut self) -> bool {
+        loop {
+            match tokio::time::timeout(self.timeout, self.stream.next()).await {
+                Ok(None) | Ok(Some(Err(_))) | Ok(Some(Ok(Message::Close(_)))) => return true,
+                Ok(Some(Ok(_))) => continue,
+                Err(_) => return false,
+            }
+        }
+    }
+
+    /// Send EVENT and wait for its OK: `(accepted, message)`.
+    pub async fn publish(&mut self, event: &Event) -> (bool, String) {
+        self.send(&json!(["EVENT", event]))
+            .await
+            .expect("send EVENT");
+        self.wait_ok(&event.id).await
+    }
+
+    /// Wait for the OK naming `id`.
+    pub async fn wait_ok(&mut self, id: &str) -> (bool, String) {
+        let id = id.to_owned();
+        let ok = self
+            .recv_where(|v| v[0] == "OK" && v[1] == id.as_str())
+            .await
+            .expect("OK arrives");
+        (
+            ok[2].as_bool().unwrap_or(false),
+            ok[3].as_str().unwrap_or("").to_owned(),
+        )
+    }
+
+    /// NIP-42: answer the challenge as `keys`; returns the OK `(accepted, message)`.
+    pub async fn auth(&mut self, keys: &Keys) -> (bool, String) {
+        if self.challenge.is_none() {
+            // The challenge is the first frame; read until it arrives.
+            while self.challenge.is_none() {
+                match self.read().await {
+                    Some(v) => self.backlog.push_back(v),
+                    None => break,
+                }
+            }
+        }
+        let challenge = self.challenge.clone().unwrap_or_default();
+        let relay = format!("ws://{}/", self.host);
+        let event = keys.sign(
+            22_242,
+            vec![
+                vec!["relay".into(), relay],
+                vec!["challenge".into(), challenge],
+            ],
+            "",
+            super::now(),
+        );
+        self.send(&json!(["AUTH", event])).await.expect("send AUTH");
+        self.wait_ok(&event.id).await
+    }
+
+    /// REQ and collect stored events until EOSE. `Err` carries a CLOSED message.
+    pub async fn req(&mut self, sub_id: &str, filters: Vec<Value>) -> Result<Vec<Event>, String> {
+        let mut msg = vec![json!("REQ"), json!(sub_id)];
+        msg.extend(filters);
+        self.send(&Value::Array(msg)).await.expect("send REQ");
+        let mut events = Vec::new();
+        let sub = sub_id.to_owned();
+        loop {
+            let v = self
+                .recv_where(|v| {
+                    v[1] == sub.as_str() && (v[0] == "EVENT" || v[0] == "EOSE" || v[0] == "CLOSED")
+                })
+                .await
+                .ok_or_else(|| "connection closed before EOSE".to_owned())?;
+            match v[0].as_str() {
+                Some("EVENT") => {
+                    events.push(serde_json::from_value(v[2].clone()).map_err(|e| e.to_string())?)
+                }
+                Some("EOSE") => return Ok(events),
+                _ => return Err(v[2].as_str().unwrap_or("").to_owned()),
+            }
+        }
+    }
+
+    pub async fn close(mut self) {
+        let _ = self.stream.close(None).await;
+    }
+}

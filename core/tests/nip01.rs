@@ -1,0 +1,139 @@
+//! NIP-01 behaviour over the real wire, on SQLite and PostgreSQL.
+
+#[path = "backends.rs"]
+mod backends;
+
+use buzz_core::keys::Keys;
+use buzz_core::testkit::{now, tag, TestBackend, TestRelay};
+use serde_json::json;
+
+both_backends!(
+    publish_query_and_survive_restart,
+    replaceable_and_addressable_keep_newest,
+    author_deletion_hides_events,
+    duplicate_is_ok_true,
+    live_fan_out_reaches_matching_subscriptions,
+);
+
+async fn publish_query_and_survive_restart(backend: TestBackend, name: &str) {
+    let Some(mut relay) = TestRelay::start(backend, name).await else {
+        return;
+    };
+    let keys = Keys::generate();
+    let event = keys.sign(1, vec![tag(&["t", "hello"])], "hello buzz", now());
+    let mut ws = relay.ws().await;
+    assert_eq!(ws.publish(&event).await, (true, String::new()));
+    let got = ws.req("s", vec![json!({"kinds": [1]})]).await.expect("REQ");
+    assert_eq!(got, vec![event.clone()]);
+    ws.close().await;
+
+    relay.restart().await;
+    let mut ws = relay.ws().await;
+    let got = ws
+        .req("s", vec![json!({"#t": ["hello"]})])
+        .await
+        .expect("REQ after restart");
+    assert_eq!(got, vec![event], "OK=true means durable across restart");
+    relay.stop().await;
+}
+
+async fn replaceable_and_addressable_keep_newest(backend: TestBackend, name: &str) {
+    let Some(relay) = TestRelay::start(backend, name).await else {
+        return;
+    };
+    let keys = Keys::generate();
+    let t = now();
+    let mut ws = relay.ws().await;
+    let old = keys.sign(0, vec![], "old profile", t - 10);
+    let new = keys.sign(0, vec![], "new profile", t);
+    assert!(ws.publish(&new).await.0);
+    let (ok, msg) = ws.publish(&old).await;
+    assert!(!ok && msg.starts_with("duplicate:"), "{msg}");
+    let got = ws
+        .req("p", vec![json!({"kinds": [0], "authors": [keys.pubkey()]})])
+        .await
+        .expect("REQ");
+    assert_eq!(got, vec![new]);
+
+    let a1 = keys.sign(30_023, vec![tag(&["d", "doc"])], "v1", t - 5);
+    let a2 = keys.sign(30_023, vec![tag(&["d", "doc"])], "v2", t);
+    let other = keys.sign(30_023, vec![tag(&["d", "other"])], "x", t);
+    for e in [&a1, &a2, &other] {
+        assert!(ws.publish(e).await.0);
+    }
+    let got = ws
+        .req("a", vec![json!({"kinds": [30023], "#d": ["doc"]})])
+        .await
+        .expect("REQ");
+    assert_eq!(got, vec![a2]);
+    relay.stop().await;
+}
+
+async fn author_deletion_hides_events(backend: TestBackend, name: &str) {
+    let Some(relay) = TestRelay::start(backend, name).await else {
+        return;
+    };
+    let (alice, mallory) = (Keys::generate(), Keys::generate());
+    let t = now();
+    let mut ws = relay.ws().await;
+    let note = alice.sign(1, vec![], "oops", t);
+    assert!(ws.publish(&note).await.0);
+    // Someone else's deletion does nothing.
+    let forged = mallory.sign(5, vec![tag(&["e", &note.id])], "", t);
+    assert!(ws.publish(&forged).await.0);
+    assert_eq!(
+        ws.req("q", vec![json!({"ids": [note.id]})])
+            .await
+            .expect("REQ")
+            .len(),
+        1
+    );
+    // The author's deletion hides it, and it cannot be published again.
+    let deletion = alice.sign(5, vec![tag(&["e", &note.id])], "", t);
+    assert!(ws.publish(&deletion).await.0);
+    assert!(ws
+        .req("q", vec![json!({"ids": [note.id]})])
+        .await
+        .expect("REQ")
+        .is_empty());
+    let (ok, msg) = ws.publish(&note).await;
+    assert!(!ok && msg.starts_with("blocked:"), "{msg}");
+    relay.stop().await;
+}
+
+async fn duplicate_is_ok_true(backend: TestBackend, name: &str) {
+    let Some(relay) = TestRelay::start(backend, name).await else {
+        return;
+    };
+    let keys = Keys::generate();
+    let event = keys.sign(1, vec![], "twice", now());
+    let mut ws = relay.ws().await;
+    assert!(ws.publish(&event).await.0);
+    let (ok, msg) = ws.publish(&event).await;
+    assert!(ok && msg.starts_with("duplicate:"), "{msg}");
+    relay.stop().await;
+}
+
+async fn live_fan_out_reaches_matching_subscriptions(backend: TestBackend, name: &str) {
+    let Some(relay) = TestRelay::start(backend, name).await else {
+        return;
+    };
+    let keys = Keys::generate();
+    let mut reader = relay.ws().await;
+    assert!(reader
+        .req("live", vec![json!({"kinds": [1], "#t": ["news"]})])
+        .await
+        .expect("REQ")
+        .is_empty());
+    let mut writer = relay.ws().await;
+    let other = keys.sign(1, vec![tag(&["t", "other"])], "not for you", now());
+    let news = keys.sign(1, vec![tag(&["t", "news"])], "for you", now());
+    assert!(writer.publish(&other).await.0);
+    assert!(writer.publish(&news).await.0);
+    let got = reader
+        .recv_where(|v| v[0] == "EVENT")
+        .await
+        .expect("live event");
+    assert_eq!(got, json!(["EVENT", "live", news]));
+    relay.stop().await;
+}
