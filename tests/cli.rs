@@ -1,0 +1,51 @@
+//! The `buzz-relay` binary's contracts: `migrate --status`, `migrate`, refusing to start
+//! with pending migrations when auto_migrate is false.
+
+use std::process::Command;
+
+fn relay(config: &std::path::Path, args: &[&str]) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_buzz-relay"))
+        .arg("--config")
+        .arg(config)
+        .args(args)
+        .env_remove("DATABASE_URL")
+        .env_remove("BUZZ_AUTO_MIGRATE")
+        .output()
+        .expect("run buzz-relay");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+#[test]
+fn migrate_status_then_migrate_then_status() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[server]\nbind = \"127.0.0.1:0\"\n[storage]\ndatabase_url = \"sqlite://{db}\"\nauto_migrate = false\n[relay]\ndata_dir = \"{data}\"\n",
+            db = dir.path().join("buzz.db").display(),
+            data = dir.path().display()
+        ),
+    )
+    .expect("write config");
+
+    let (ok, text) = relay(&config, &["migrate", "--status"]);
+    assert!(ok, "{text}");
+    assert!(text.contains("pending  20261129000001") && text.contains("0 applied"), "{text}");
+
+    // Starting now must fail and say which migrations are pending.
+    let (ok, text) = relay(&config, &[]);
+    assert!(!ok, "relay must refuse to start: {text}");
+    assert!(text.contains("pending migrations") && text.contains("20261129000001"), "{text}");
+
+    let (ok, text) = relay(&config, &["migrate"]);
+    assert!(ok && text.contains("1 migration(s) applied"), "{text}");
+
+    let (ok, text) = relay(&config, &["migrate", "--status"]);
+    assert!(ok && text.contains("applied  20261129000001") && text.contains("0 pending"), "{text}");
+}
