@@ -36,16 +36,25 @@ fn migrate_status_then_migrate_then_status() {
 
     let (ok, text) = relay(&config, &["migrate", "--status"]);
     assert!(ok, "{text}");
-    assert!(text.contains("pending  20261129000001") && text.contains("0 applied"), "{text}");
+    assert!(
+        text.contains("pending  20261129000001") && text.contains("0 applied"),
+        "{text}"
+    );
 
     // Starting now must fail and say which migrations are pending.
     let (ok, text) = relay(&config, &[]);
     assert!(!ok, "relay must refuse to start: {text}");
-    assert!(text.contains("pending migrations") && text.contains("20261129000001"), "{text}");
+    assert!(
+        text.contains("pending migrations") && text.contains("20261129000001"),
+        "{text}"
+    );
 
     let (ok, text) = relay(&config, &["migrate"]);
     assert!(ok && text.contains("1 migration(s) applied"), "{text}");
 
     let (ok, text) = relay(&config, &["migrate", "--status"]);
-    assert!(ok && text.contains("applied  20261129000001") && text.contains("0 pending"), "{text}");
+    assert!(
+        ok && text.contains("applied  20261129000001") && text.contains("0 pending"),
+        "{text}"
+    );
 }

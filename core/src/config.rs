@@ -69,8 +69,17 @@ fn yes() -> bool {
 
 #[derive(Debug, Clone, Deserialize)]
 pub struct PolicySettings {
+    /// false = no policy scripts run: only core's transport rules apply (benchmarks,
+    /// fully trusted deployments).
+    pub enabled: bool,
     pub access: PathBuf,
     pub moderation: PathBuf,
+    /// Lua instructions one policy call may run before it is stopped (denied).
+    pub instruction_budget: u64,
+    /// Memory one Lua state may use, bytes.
+    pub memory_bytes: usize,
+    /// How often the scripts are checked for changes (hot reload), milliseconds.
+    pub reload_poll_ms: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -123,8 +132,12 @@ description = "Team chat over Nostr: communities, channels, threads."
 contact = ""
 
 [policies]
+enabled = true
 access = "policies/access.lua"
 moderation = "policies/moderation.lua"
+instruction_budget = 1000000
+memory_bytes = 8388608
+reload_poll_ms = 1000
 
 [limits]
 max_message_bytes = 524288

@@ -38,6 +38,10 @@ pub enum Reason {
     /// (`error:`, HTTP 503).
     #[error("error: {0}")]
     Unavailable(String),
+    /// A community policy script failed (error, deadline, memory). Fails closed; the
+    /// cause is logged, the client sees `error: policy failure` (HTTP 500).
+    #[error("error: policy failure")]
+    PolicyFailure(String),
     /// A bug or a broken dependency. The cause is logged where it is turned into wire
     /// text; the client only sees a generic message (`error:`, HTTP 500).
     #[error("error: internal error")]
@@ -53,8 +57,14 @@ impl Reason {
     /// The NIP-01 message: machine-readable prefix, colon, human text.
     /// Internal causes are logged here, once, and never sent to the client.
     pub fn wire_text(&self) -> String {
-        if let Reason::Internal(cause) = self {
-            tracing::error!(error = format!("{cause:#}"), "internal error");
+        match self {
+            Reason::Internal(cause) => {
+                tracing::error!(error = format!("{cause:#}"), "internal error")
+            }
+            Reason::PolicyFailure(cause) => {
+                tracing::error!(%cause, "policy failure; request denied")
+            }
+            _ => {}
         }
         self.to_string()
     }
@@ -70,7 +80,7 @@ impl Reason {
             Reason::Duplicate(_) => StatusCode::OK,
             Reason::NotFound(_) => StatusCode::NOT_FOUND,
             Reason::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
-            Reason::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            Reason::Internal(_) | Reason::PolicyFailure(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 

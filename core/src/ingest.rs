@@ -1,16 +1,18 @@
 //! The one ingest pipeline. WebSocket `EVENT` and `POST /events` both call
 //! [`Ingest::submit`]; nothing else writes client events.
 //!
-//! Order, cheapest refusal first: shape/size/time/id/signature → protocol rules →
-//! access → plugin checks → (ephemeral: fan out and stop) → one storage transaction
-//! (core or owning plugin stores; NIP-09 deletion; plugin in-transaction hooks) →
-//! after commit: live fan-out, then observers.
+//! Order, cheapest refusal first: shape/size/time/id/signature → protocol and channel
+//! structure rules → access (policies) → plugin checks → (ephemeral: fan out and stop)
+//! → one storage transaction (core or owning plugin stores; channel, community and
+//! thread state incl. NIP-09 deletion; plugin in-transaction hooks) → after commit:
+//! live fan-out (the event, then relay-signed state it produced), then observers.
 
+use crate::channels;
 use crate::ctx::ConnCtx;
 use crate::error::Reason;
 use crate::event::{Event, EventLimits, KindClass, StoredEvent};
 use crate::plugin::{Plugin, Services, WriteCtx};
-use crate::store::{apply_deletion, insert_event, InsertOutcome};
+use crate::store::{insert_event, InsertOutcome};
 use std::sync::Arc;
 
 /// Outcome of an accepted event: the text for `OK true` (empty, or `duplicate: …`).
@@ -60,6 +62,7 @@ impl Ingest {
         }
 
         let stored = Arc::new(StoredEvent {
+            channel: event.channel_id().map(str::to_owned),
             event,
             community_id: ctx.community_id(),
             received_at: now,
@@ -71,7 +74,7 @@ impl Ingest {
             });
         }
 
-        let outcome = self.store(ctx, stored.clone()).await?;
+        let (outcome, relay_events) = self.store(ctx, stored.clone()).await?;
         match outcome {
             InsertOutcome::Stored { .. } => {}
             InsertOutcome::Duplicate => {
@@ -87,10 +90,12 @@ impl Ingest {
             }
         }
 
-        if let Err(err) = self.services.bus.publish(stored.clone()).await {
-            // The event is durable; only live delivery failed. Say so in the log, not to
-            // the author, whose write succeeded.
-            tracing::error!(error = %err.wire_text(), id = %stored.event.id, "live fan-out failed");
+        for event in std::iter::once(&stored).chain(relay_events.iter()) {
+            if let Err(err) = self.services.bus.publish(event.clone()).await {
+                // The event is durable; only live delivery failed. Say so in the log,
+                // not to the author, whose write succeeded.
+                tracing::error!(error = %err.wire_text(), id = %event.event.id, "live fan-out failed");
+            }
         }
         for plugin in self.plugins.iter() {
             plugin.after_commit(ctx, &stored).await;
@@ -116,16 +121,19 @@ impl Ingest {
         if event.tag_values("h").nth(1).is_some() {
             return Err(Reason::invalid("an event carries at most one h tag"));
         }
-        Ok(())
+        channels::validate::check(event)
     }
 
-    /// One storage transaction: store (core or owning plugin), NIP-09, in-tx hooks.
+    /// One storage transaction: store (core or owning plugin), channel/community/thread
+    /// state (NIP-09 deletion included), in-tx hooks. Returns the outcome and the
+    /// relay-signed events the change produced.
     async fn store(
         &self,
         ctx: &ConnCtx,
         stored: Arc<StoredEvent>,
-    ) -> Result<InsertOutcome, Reason> {
+    ) -> Result<(InsertOutcome, Vec<Arc<StoredEvent>>), Reason> {
         let plugins = self.plugins.clone();
+        let relay_keys = self.services.relay_keys.clone();
         let wctx = WriteCtx {
             community_id: ctx.community_id(),
             pubkey: ctx.pubkey.clone(),
@@ -138,23 +146,22 @@ impl Ingest {
                 let owner = plugins.iter().find(|p| p.owns_kind(event.kind));
                 let outcome = match owner {
                     Some(plugin) => plugin.store_owned(conn, &wctx, event)?,
-                    None => insert_event(conn, wctx.community_id, event, stored.received_at)?,
-                };
-                if !matches!(outcome, InsertOutcome::Stored { .. }) {
-                    return Ok(outcome);
-                }
-                if event.kind == 5 {
-                    apply_deletion(
+                    None => insert_event(
                         conn,
                         wctx.community_id,
                         event,
-                        wctx.now_micros.div_euclid(1_000_000),
-                    )?;
+                        event.channel_id(),
+                        stored.received_at,
+                    )?,
+                };
+                if !matches!(outcome, InsertOutcome::Stored { .. }) {
+                    return Ok((outcome, Vec::new()));
                 }
+                let relay_events = channels::apply(conn, &wctx, &stored, &relay_keys)?;
                 for plugin in plugins.iter() {
                     plugin.in_transaction(conn, &wctx, &stored)?;
                 }
-                Ok(outcome)
+                Ok((outcome, relay_events))
             })
             .await
     }

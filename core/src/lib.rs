@@ -6,6 +6,7 @@
 
 pub mod access;
 pub mod auth;
+pub mod channels;
 pub mod clock;
 pub mod community;
 pub mod config;

@@ -17,8 +17,12 @@ use crate::replay::{MemoryReplayGuard, RedisReplayGuard, ReplayGuard};
 use crate::store::Store;
 use actix_web::{web, App, HttpServer};
 use anyhow::Context;
+use buzz_policy::{MemoryRateLimiter, PolicyEngine, PolicyLimits, RateLimiter, RedisRateLimiter};
 use std::net::SocketAddr;
 use std::sync::Arc;
+
+/// How long start-up waits for `storage.redis_url` to answer before refusing to start.
+const REDIS_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Collects settings and the plugins this binary knows, then starts the relay.
 pub struct RelayBuilder {
@@ -92,9 +96,16 @@ impl RelayBuilder {
             } else {
                 let client = redis::Client::open(settings.storage.redis_url.as_str())
                     .context("storage.redis_url")?;
-                let conn = redis::aio::ConnectionManager::new(client.clone())
-                    .await
-                    .context("connecting to redis")?;
+                // Bounded: ConnectionManager's own retries back off for minutes before
+                // giving up, and a relay must not sit there instead of refusing to start.
+                let conn = tokio::time::timeout(
+                    REDIS_CONNECT_TIMEOUT,
+                    redis::aio::ConnectionManager::new(client.clone()),
+                )
+                .await
+                .map_err(|_| anyhow::anyhow!("no answer within {REDIS_CONNECT_TIMEOUT:?}"))
+                .and_then(|connected| connected.map_err(anyhow::Error::from))
+                .context("connecting to redis")?;
                 let bus = RedisBus::start(client, &prefix)
                     .await
                     .context("subscribing to redis live channel")?;
@@ -105,12 +116,13 @@ impl RelayBuilder {
                 )
             };
 
+        let policy = load_policies(&settings, self.handle_signals)?;
         let services = Services {
             store: store.clone(),
             relay_keys,
-            clock: self.clock,
+            clock: self.clock.clone(),
             bus,
-            access: Arc::new(AccessService::new()),
+            access: Arc::new(AccessService::new(store.clone(), policy, self.clock)),
             redis,
             redis_prefix: prefix,
             settings: settings.clone(),
@@ -190,6 +202,63 @@ impl RelayBuilder {
             join,
         })
     }
+}
+
+/// Load the Lua policies (unless disabled), watch them for changes and reload on SIGHUP.
+fn load_policies(
+    settings: &Settings,
+    handle_signals: bool,
+) -> anyhow::Result<Option<Arc<PolicyEngine>>> {
+    let p = &settings.policies;
+    if !p.enabled {
+        tracing::warn!("policies are disabled: only core's authorship rules apply");
+        return Ok(None);
+    }
+    let limiter: Arc<dyn RateLimiter> = if settings.storage.redis_url.is_empty() {
+        Arc::new(MemoryRateLimiter::new())
+    } else {
+        Arc::new(
+            RedisRateLimiter::new(
+                &settings.storage.redis_url,
+                format!("{}:rate:", settings.storage.redis_prefix),
+            )
+            .context("rate limiter: storage.redis_url")?,
+        )
+    };
+    let limits = PolicyLimits {
+        instruction_budget: p.instruction_budget,
+        memory_bytes: p.memory_bytes,
+    };
+    let engine = Arc::new(
+        PolicyEngine::load(&p.access, &p.moderation, limits, limiter).with_context(|| {
+            format!(
+                "loading policies {} and {}",
+                p.access.display(),
+                p.moderation.display()
+            )
+        })?,
+    );
+    engine.watch(std::time::Duration::from_millis(p.reload_poll_ms.max(50)));
+    #[cfg(unix)]
+    if handle_signals {
+        let weak = Arc::downgrade(&engine);
+        tokio::spawn(async move {
+            use tokio::signal::unix::{signal, SignalKind};
+            let Ok(mut hangups) = signal(SignalKind::hangup()) else {
+                return;
+            };
+            while hangups.recv().await.is_some() {
+                let Some(engine) = weak.upgrade() else { return };
+                match engine.reload() {
+                    Ok(()) => tracing::info!("policies reloaded on SIGHUP"),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "policy reload failed; keeping the last good scripts")
+                    }
+                }
+            }
+        });
+    }
+    Ok(Some(engine))
 }
 
 /// A started relay.

@@ -11,9 +11,14 @@ both_backends!(pending_migrations_block_start_without_auto_migrate);
 async fn pending_migrations_block_start_without_auto_migrate(backend: TestBackend, name: &str) {
     let dir = tempfile::tempdir().expect("tempdir");
     let (url, _db) = match backend {
-        TestBackend::Sqlite => (format!("sqlite://{}", dir.path().join("m.db").display()), None),
+        TestBackend::Sqlite => (
+            format!("sqlite://{}", dir.path().join("m.db").display()),
+            None,
+        ),
         TestBackend::Postgres => {
-            let Some(admin) = pg_admin_url(name) else { return };
+            let Some(admin) = pg_admin_url(name) else {
+                return;
+            };
             let db = PgDatabase::create(&admin).expect("test database");
             (db.url.clone(), Some(db))
         }
@@ -22,7 +27,10 @@ async fn pending_migrations_block_start_without_auto_migrate(backend: TestBacken
         Ok(_) => panic!("a database with pending migrations must not open without auto_migrate"),
         Err(err) => err.to_string(),
     };
-    assert!(err.contains("pending migrations") && err.contains("20261129000001"), "{err}");
+    assert!(
+        err.contains("pending migrations") && err.contains("20261129000001"),
+        "{err}"
+    );
 
     let status = tokio::task::spawn_blocking({
         let url = url.clone();
@@ -40,6 +48,8 @@ async fn pending_migrations_block_start_without_auto_migrate(backend: TestBacken
     assert_eq!(applied.len(), before.pending.len());
     assert!(after.pending.is_empty());
 
-    let store = Store::open(&url, 2, false).await.expect("opens once migrated");
+    let store = Store::open(&url, 2, false)
+        .await
+        .expect("opens once migrated");
     store.shutdown().await;
 }

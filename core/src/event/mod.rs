@@ -115,6 +115,9 @@ pub struct StoredEvent {
     pub event: Event,
     /// Community (host) the event belongs to.
     pub community_id: i64,
+    /// The channel the event is scoped to: its `h` tag, or for relay-signed group state
+    /// (39000–39002) its `d` tag. Readers of that channel only.
+    pub channel: Option<String>,
     /// Relay arrival time in microseconds since the epoch.
     pub received_at: i64,
 }

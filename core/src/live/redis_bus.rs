@@ -20,6 +20,7 @@ pub struct RedisBus {
 #[derive(Serialize, Deserialize)]
 struct Wire {
     community_id: i64,
+    channel: Option<String>,
     received_at: i64,
     event: Event,
 }
@@ -62,6 +63,7 @@ async fn listen(
                     Ok(w) => {
                         let _ = local.send(Arc::new(StoredEvent {
                             event: w.event,
+                            channel: w.channel,
                             community_id: w.community_id,
                             received_at: w.received_at,
                         }));
@@ -91,6 +93,7 @@ impl LiveBus for RedisBus {
     async fn publish(&self, event: Arc<StoredEvent>) -> Result<(), Reason> {
         let wire = Wire {
             community_id: event.community_id,
+            channel: event.channel.clone(),
             received_at: event.received_at,
             event: event.event.clone(),
         };

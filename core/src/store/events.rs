@@ -55,18 +55,20 @@ struct NewTag<'a> {
     value: &'a str,
 }
 
-/// Store `event` in `community_id` (inside the caller's transaction).
+/// Store `event` in `community_id` (inside the caller's transaction), scoped to
+/// `channel_id` (the event's `h` tag, or the `d` tag of relay-signed group state).
 pub fn insert_event(
     conn: &mut Conn<'_>,
     community_id: i64,
     event: &Event,
+    channel_id: Option<&str>,
     received_at: i64,
 ) -> Result<InsertOutcome, Reason> {
     let mut attempt = 0;
     loop {
         // Each attempt in its own savepoint: a unique violation caused by another relay
         // process writing the same slot rolls back only this attempt, and we look again.
-        match conn.savepoint(|c| insert_once(c, community_id, event, received_at)) {
+        match conn.savepoint(|c| insert_once(c, community_id, event, channel_id, received_at)) {
             Err(DieselError::DatabaseError(DatabaseErrorKind::UniqueViolation, _))
                 if attempt < REPLACE_RETRIES =>
             {
@@ -84,6 +86,7 @@ fn insert_once(
     conn: &mut Conn<'_>,
     community_id: i64,
     event: &Event,
+    channel_id: Option<&str>,
     received_at: i64,
 ) -> Result<InsertOutcome, DieselError> {
     let existing: Option<Option<i64>> = with_conn!(conn, |c| events::table
@@ -136,7 +139,7 @@ fn insert_once(
         content: &event.content,
         sig: &event.sig,
         received_at,
-        channel_id: event.channel_id(),
+        channel_id,
         d_tag: event.d_tag(),
         replace_key,
     };
@@ -169,6 +172,36 @@ fn insert_once(
             .execute(c))?;
     }
     Ok(InsertOutcome::Stored { seq })
+}
+
+/// Store a relay-authored replaceable/addressable event, removing whatever version is
+/// stored under its key first: the relay knows its own newest state, even when two
+/// versions share a second.
+pub fn replace_relay_event(
+    conn: &mut Conn<'_>,
+    community_id: i64,
+    event: &Event,
+    channel_id: Option<&str>,
+    received_at: i64,
+) -> Result<InsertOutcome, Reason> {
+    if let Some(key) = event.replace_key() {
+        let old: Vec<i64> = with_conn!(conn, |c| events::table
+            .filter(events::community_id.eq(community_id))
+            .filter(events::replace_key.eq(&key))
+            .select(events::seq)
+            .load(c))?;
+        for seq in old {
+            with_conn!(conn, |c| diesel::delete(
+                event_tags::table.filter(event_tags::event_seq.eq(seq))
+            )
+            .execute(c))?;
+            with_conn!(conn, |c| diesel::delete(
+                events::table.filter(events::seq.eq(seq))
+            )
+            .execute(c))?;
+        }
+    }
+    insert_event(conn, community_id, event, channel_id, received_at)
 }
 
 /// A row soft-deleted by [`apply_deletion`].

@@ -16,7 +16,7 @@ mod writer;
 pub use conn::{Backend, Conn};
 pub use diesel::pg::PgConnection;
 pub use diesel::sqlite::SqliteConnection;
-pub use events::{apply_deletion, insert_event, DeletedRow, InsertOutcome};
+pub use events::{apply_deletion, insert_event, replace_relay_event, DeletedRow, InsertOutcome};
 pub use migrate::{MigrationStatus, Migrations};
 pub use query::{query_events, row_to_event, ChannelScope, EventRow, Scope};
 

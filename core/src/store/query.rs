@@ -22,11 +22,52 @@ pub enum ChannelScope {
     Only(Vec<String>),
 }
 
-/// Where a query looks.
+/// Where a query looks: one community, and within it what the reader may see.
 #[derive(Debug, Clone)]
 pub struct Scope {
     pub community_id: i64,
+    /// Rows without a channel (community-wide events).
+    pub community_wide: bool,
     pub channels: ChannelScope,
+    /// TTL channels in scope → when they expire (unix seconds); live delivery stops then.
+    pub expiry: std::collections::HashMap<String, i64>,
+}
+
+impl Scope {
+    /// Everything in one community (relay-internal reads).
+    pub fn everything(community_id: i64) -> Scope {
+        Scope {
+            community_id,
+            community_wide: true,
+            channels: ChannelScope::All,
+            expiry: Default::default(),
+        }
+    }
+
+    /// May a reader with this scope see `event` (a live event) at `now`?
+    pub fn allows(&self, event: &crate::event::StoredEvent, now: i64) -> bool {
+        if event.community_id != self.community_id {
+            return false;
+        }
+        let channel = event.channel.as_deref();
+        match (channel, &self.channels) {
+            (None, _) => self.community_wide,
+            (Some(_), ChannelScope::All) => true,
+            (Some(_), ChannelScope::None) => false,
+            (Some(ch), ChannelScope::Only(list)) => {
+                list.iter().any(|c| c == ch) && self.expiry.get(ch).is_none_or(|t| *t > now)
+            }
+        }
+    }
+
+    /// Is `channel` readable in this scope?
+    pub fn has_channel(&self, channel: &str) -> bool {
+        match &self.channels {
+            ChannelScope::All => true,
+            ChannelScope::None => false,
+            ChannelScope::Only(list) => list.iter().any(|c| c == channel),
+        }
+    }
 }
 
 /// One `events` row as stored.
@@ -86,15 +127,20 @@ pub fn query_events(
             .filter(events::deleted_at.is_null())
             .select(EventRow::as_select())
             .into_boxed();
-        match &scope.channels {
-            ChannelScope::All => {}
-            ChannelScope::None => q = q.filter(events::channel_id.is_null()),
-            ChannelScope::Only(list) => {
+        match (&scope.channels, scope.community_wide) {
+            (ChannelScope::All, true) => {}
+            (ChannelScope::All, false) => q = q.filter(events::channel_id.is_not_null()),
+            (ChannelScope::None, true) => q = q.filter(events::channel_id.is_null()),
+            (ChannelScope::None, false) => return Ok(Vec::new()),
+            (ChannelScope::Only(list), true) => {
                 q = q.filter(
                     events::channel_id
                         .is_null()
                         .or(events::channel_id.eq_any(list.clone())),
                 )
+            }
+            (ChannelScope::Only(list), false) => {
+                q = q.filter(events::channel_id.eq_any(list.clone()))
             }
         }
         if let Some(ids) = &filter.ids {

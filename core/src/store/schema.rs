@@ -49,6 +49,7 @@ diesel::table! {
         ttl_seconds -> Nullable<BigInt>,
         created_by -> Text,
         created_at -> BigInt,
+        expires_at -> Nullable<BigInt>,
         deleted_at -> Nullable<BigInt>,
     }
 }
@@ -68,13 +69,38 @@ diesel::table! {
         community_id -> BigInt,
         event_id -> Text,
         channel_id -> Text,
+        pubkey -> Text,
+        created_at -> BigInt,
         parent_id -> Nullable<Text>,
         root_id -> Nullable<Text>,
         depth -> Integer,
         broadcast -> Bool,
+        path -> Text,
+        deleted -> Bool,
         reply_count -> BigInt,
         descendant_count -> BigInt,
         last_reply_at -> Nullable<BigInt>,
+    }
+}
+
+diesel::table! {
+    community_members (community_id, pubkey) {
+        community_id -> BigInt,
+        pubkey -> Text,
+        added_by -> Text,
+        added_at -> BigInt,
+    }
+}
+
+diesel::table! {
+    community_sanctions (community_id, pubkey, sanction) {
+        community_id -> BigInt,
+        pubkey -> Text,
+        sanction -> Text,
+        until_at -> Nullable<BigInt>,
+        reason -> Text,
+        created_by -> Text,
+        created_at -> BigInt,
     }
 }
 
@@ -85,5 +111,7 @@ diesel::allow_tables_to_appear_in_same_query!(
     event_tags,
     channels,
     channel_members,
-    thread_metadata
+    thread_metadata,
+    community_members,
+    community_sanctions
 );

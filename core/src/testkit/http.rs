@@ -28,15 +28,17 @@ impl HttpClient {
         format!("http://{}{}", self.host, path)
     }
 
-    /// POST `body` to `path`, signed by `keys`.
+    /// POST `body` to `path`, signed by `keys`. Each call carries a fresh `nonce`, so
+    /// two identical requests in the same second are two distinct auth events.
     pub async fn post_signed(&self, keys: &Keys, path: &str, body: &[u8]) -> HttpAnswer {
+        let nonce = uuid::Uuid::new_v4().simple().to_string();
         let auth = authorization_header(
             keys,
             "POST",
             &self.public_url(path),
             Some(body),
             super::now(),
-            None,
+            Some(&nonce),
         );
         self.post(path, body, Some(&auth)).await
     }

@@ -51,9 +51,13 @@ impl TestRelay {
         let mut settings = Settings::load_from(None, &HashMap::new()).expect("default settings");
         settings.server.bind = "127.0.0.1:0".into();
         settings.server.workers = 2;
-        settings.server.shutdown_timeout_secs = 2;
+        settings.server.shutdown_timeout_secs = 1;
         settings.storage.database_url = url;
         settings.relay.data_dir = dir.path().to_path_buf();
+        let policies = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../policies");
+        settings.policies.access = policies.join("access.lua");
+        settings.policies.moderation = policies.join("moderation.lua");
+        settings.policies.reload_poll_ms = 100;
         tweak(&mut settings);
         let mut relay = TestRelay {
             relay: None,
@@ -103,6 +107,42 @@ impl TestRelay {
 
     pub fn http(&self) -> super::HttpClient {
         super::HttpClient::new(self.addr, &self.host())
+    }
+
+    /// Store `event` in the default community exactly as a relay that predates thread
+    /// metadata would have: the event row only, no `thread_metadata` row.
+    pub async fn insert_legacy(&self, event: &crate::event::Event) {
+        let services = &self.running().services;
+        let community = services
+            .store
+            .ensure_community("localhost", "Local")
+            .await
+            .expect("community");
+        let event = event.clone();
+        let received = crate::clock::Clock::now_micros(services.clock.as_ref());
+        services
+            .store
+            .write(move |conn| {
+                crate::store::insert_event(conn, community, &event, event.channel_id(), received)
+            })
+            .await
+            .expect("legacy insert");
+    }
+
+    /// The `thread_metadata` row of `event_id` in the default community.
+    pub async fn thread_row(&self, event_id: &str) -> Option<crate::channels::threads::ThreadRow> {
+        let services = &self.running().services;
+        let community = services
+            .store
+            .ensure_community("localhost", "Local")
+            .await
+            .expect("community");
+        let id = event_id.to_owned();
+        services
+            .store
+            .read(move |mut conn| crate::channels::threads::load(&mut conn, community, &id))
+            .await
+            .expect("thread row read")
     }
 
     pub async fn stop(mut self) {

@@ -53,7 +53,8 @@ impl WsClient {
         self.read().await
     }
 
-    async fn read(&mut self) -> Option<Value> {
+    /// Next relay message of any type; an `AUTH` challenge is remembered as well.
+    async fn read_any(&mut self) -> Option<Value> {
         loop {
             let msg = tokio::time::timeout(self.timeout, self.stream.next())
                 .await
@@ -64,12 +65,21 @@ impl WsClient {
                     let value: Value = serde_json::from_str(&text).ok()?;
                     if value[0] == "AUTH" {
                         self.challenge = value[1].as_str().map(str::to_owned);
-                        continue;
                     }
                     return Some(value);
                 }
                 Message::Close(_) => return None,
                 _ => continue,
+            }
+        }
+    }
+
+    /// Next relay message other than an `AUTH` challenge.
+    async fn read(&mut self) -> Option<Value> {
+        loop {
+            let value = self.read_any().await?;
+            if value[0] != "AUTH" {
+                return Some(value);
             }
         }
     }
@@ -122,13 +132,12 @@ impl WsClient {
 
     /// NIP-42: answer the challenge as `keys`; returns the OK `(accepted, message)`.
     pub async fn auth(&mut self, keys: &Keys) -> (bool, String) {
-        if self.challenge.is_none() {
-            // The challenge is the first frame; read until it arrives.
-            while self.challenge.is_none() {
-                match self.read().await {
-                    Some(v) => self.backlog.push_back(v),
-                    None => break,
-                }
+        // The challenge is the first frame; read until it arrives.
+        while self.challenge.is_none() {
+            match self.read_any().await {
+                Some(v) if v[0] == "AUTH" => {}
+                Some(v) => self.backlog.push_back(v),
+                None => break,
             }
         }
         let challenge = self.challenge.clone().unwrap_or_default();
@@ -147,6 +156,8 @@ impl WsClient {
     }
 
     /// REQ and collect stored events until EOSE. `Err` carries a CLOSED message.
+    /// Use a fresh `sub_id` when an earlier subscription of that id may still be
+    /// delivering live events.
     pub async fn req(&mut self, sub_id: &str, filters: Vec<Value>) -> Result<Vec<Event>, String> {
         let mut msg = vec![json!("REQ"), json!(sub_id)];
         msg.extend(filters);

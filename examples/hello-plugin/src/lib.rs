@@ -117,7 +117,8 @@ fn banned_words(options: &Map<String, Value>) -> anyhow::Result<Vec<String>> {
     let Some(value) = options.get("banned_words") else {
         return Ok(Vec::new());
     };
-    let wrong = || anyhow::anyhow!("plugins.hello.banned_words must be a list of non-empty strings");
+    let wrong =
+        || anyhow::anyhow!("plugins.hello.banned_words must be a list of non-empty strings");
     value
         .as_array()
         .ok_or_else(wrong)?
@@ -136,10 +137,7 @@ impl Plugin for Hello {
     }
 
     fn nip11(&self, doc: &mut Map<String, Value>) {
-        doc.insert(
-            NAME.into(),
-            json!({ "banned_words": self.banned.len() }),
-        );
+        doc.insert(NAME.into(), json!({ "banned_words": self.banned.len() }));
     }
 
     async fn check_event(&self, _ctx: &ConnCtx, event: &Event) -> Result<(), Reason> {
@@ -147,7 +145,11 @@ impl Plugin for Hello {
             return Ok(());
         }
         let content = event.content.to_lowercase();
-        if self.banned.iter().any(|word| content.contains(word.as_str())) {
+        if self
+            .banned
+            .iter()
+            .any(|word| content.contains(word.as_str()))
+        {
             return Err(Reason::Blocked("content contains a banned word".into()));
         }
         Ok(())
@@ -168,7 +170,9 @@ impl Plugin for Hello {
 
     async fn answer(&self, ctx: &ConnCtx, _filters: Vec<Filter>) -> Result<QueryAnswer, Reason> {
         // However many filters of the query asked, the answer is one event.
-        Ok(QueryAnswer::Events(vec![self.stats_event(ctx.community_id())]))
+        Ok(QueryAnswer::Events(vec![
+            self.stats_event(ctx.community_id())
+        ]))
     }
 
     fn routes(self: Arc<Self>, cfg: &mut web::ServiceConfig) {

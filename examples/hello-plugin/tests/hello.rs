@@ -47,13 +47,13 @@ async fn enabled_plugin_filters_counts_claims_and_mounts() {
     // Ordinary events are accepted and counted once (a duplicate is not a new write).
     let note = keys.sign(1, vec![tag(&["t", "hi"])], "hello world", now());
     let other_note = keys.sign(1, vec![], "second note", now());
-    let reaction = keys.sign(7, vec![tag(&["e", &note.id])], "+", now());
-    for event in [&note, &other_note, &reaction] {
+    let profile = keys.sign(0, vec![], r#"{"name":"hello tester"}"#, now());
+    for event in [&note, &other_note, &profile] {
         assert_eq!(ws.publish(event).await, (true, String::new()));
     }
     let (ok, msg) = ws.publish(&note).await;
     assert!(ok && msg.starts_with("duplicate:"), "{msg}");
-    let expected = json!({"1": 2, "7": 1});
+    let expected = json!({"0": 1, "1": 2});
 
     // claims_filter/answer: the extension filter is answered with one relay-signed event.
     let got = ws
@@ -79,13 +79,13 @@ async fn enabled_plugin_filters_counts_claims_and_mounts() {
             vec![
                 json!({"hello_stats": true, "kinds": [1]}),
                 json!({"hello_stats": true}),
-                json!({"ids": [reaction.id]}),
+                json!({"ids": [profile.id]}),
             ],
         )
         .await
         .expect("REQ mixed");
     let kinds: Vec<u32> = got.iter().map(|e| e.kind).collect();
-    assert_eq!(kinds, vec![7, STATS_KIND], "core first, then the plugin");
+    assert_eq!(kinds, vec![0, STATS_KIND], "core first, then the plugin");
 
     // routes: GET /hello/stats answers the same counts; an unknown host is a 404.
     let http = relay.http();

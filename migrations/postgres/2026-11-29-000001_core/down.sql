@@ -1,3 +1,5 @@
+DROP TABLE community_sanctions;
+DROP TABLE community_members;
 DROP TABLE thread_metadata;
 DROP TABLE channel_members;
 DROP TABLE channels;

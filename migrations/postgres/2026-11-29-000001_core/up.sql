@@ -52,6 +52,7 @@ CREATE TABLE channels (
     ttl_seconds BIGINT,
     created_by TEXT NOT NULL,
     created_at BIGINT NOT NULL,
+    expires_at BIGINT,                    -- created_at + ttl for TTL channels
     deleted_at BIGINT,
     PRIMARY KEY (community_id, id)
 );
@@ -66,19 +67,44 @@ CREATE TABLE channel_members (
     FOREIGN KEY (community_id, channel_id) REFERENCES channels(community_id, id)
 );
 
--- Thread position of conversation events; filled at ingest (channels issue).
+-- Thread position of conversation events, computed at ingest in the event's transaction.
+-- No row = stored before metadata existed (treated as top-level by windows).
 CREATE TABLE thread_metadata (
     community_id BIGINT NOT NULL,
     event_id TEXT NOT NULL,
     channel_id TEXT NOT NULL,
+    pubkey TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
     parent_id TEXT,
     root_id TEXT,
     depth INTEGER NOT NULL,
     broadcast BOOLEAN NOT NULL DEFAULT FALSE,
+    path TEXT NOT NULL,                   -- '/' || ancestor ids root-first || '/', '/' for depth 0
+    deleted BOOLEAN NOT NULL DEFAULT FALSE,
     reply_count BIGINT NOT NULL DEFAULT 0,
     descendant_count BIGINT NOT NULL DEFAULT 0,
     last_reply_at BIGINT,
     PRIMARY KEY (community_id, event_id)
 );
-CREATE INDEX thread_metadata_by_root ON thread_metadata (community_id, root_id);
-CREATE INDEX thread_metadata_by_parent ON thread_metadata (community_id, parent_id);
+CREATE INDEX thread_metadata_by_root ON thread_metadata (community_id, root_id, created_at DESC, event_id);
+
+-- Community membership for closed communities (open = false).
+CREATE TABLE community_members (
+    community_id BIGINT NOT NULL REFERENCES communities(id),
+    pubkey TEXT NOT NULL,
+    added_by TEXT NOT NULL,
+    added_at BIGINT NOT NULL,
+    PRIMARY KEY (community_id, pubkey)
+);
+
+-- Bans and timeouts per community (kinds 9042-9044).
+CREATE TABLE community_sanctions (
+    community_id BIGINT NOT NULL REFERENCES communities(id),
+    pubkey TEXT NOT NULL,
+    sanction TEXT NOT NULL,               -- 'ban' or 'timeout'
+    until_at BIGINT,                      -- timeouts: end, unix seconds; bans: NULL
+    reason TEXT NOT NULL DEFAULT '',
+    created_by TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    PRIMARY KEY (community_id, pubkey, sanction)
+);

@@ -9,6 +9,7 @@ mod messages;
 
 use super::{AppState, RequestCtx};
 use crate::auth::nip42;
+use crate::channels::kinds::changes_access;
 use crate::ctx::{ConnCtx, Transport};
 use crate::error::Reason;
 use crate::event::{Event, StoredEvent};
@@ -65,8 +66,10 @@ struct Connection {
     relay_url: String,
     /// Subscription id → the filters that stay live (core-served ones).
     subs: HashMap<String, Vec<Filter>>,
-    /// What this caller may read; decided at connect and again after AUTH.
+    /// What this caller may read; decided at connect, after AUTH, and whenever an
+    /// access-changing event or a policy reload passes by.
     scope: Option<Scope>,
+    policy_generation: u64,
     out: Outbound,
     /// EVENT messages being processed concurrently (group commit needs several in flight).
     inflight: Arc<Semaphore>,
@@ -99,6 +102,7 @@ impl Connection {
             &state.services.settings.server.public_scheme,
             &ctx.host_header,
         );
+        let policy_generation = state.services.access.policy_generation();
         actix_web::rt::spawn(write_loop(session.clone(), rx));
         Connection {
             state,
@@ -107,6 +111,7 @@ impl Connection {
             relay_url,
             subs: HashMap::new(),
             scope: None,
+            policy_generation,
             out: Outbound {
                 queue,
                 too_slow: Arc::new(Notify::new()),
@@ -145,7 +150,7 @@ impl Connection {
                     }
                 },
                 event = live.recv() => match event {
-                    Ok(event) => self.on_live(&event),
+                    Ok(event) => self.on_live(&event).await,
                     Err(broadcast::error::RecvError::Lagged(_)) => break End::TooSlow,
                     Err(broadcast::error::RecvError::Closed) => break End::ClientClosed,
                 },
@@ -285,7 +290,15 @@ impl Connection {
         }
     }
 
-    fn on_live(&self, event: &StoredEvent) {
+    async fn on_live(&mut self, event: &StoredEvent) {
+        // Membership, channel and sanction changes (and policy reloads) change what this
+        // caller may read: recompute before delivering anything else, so a revoked
+        // reader stops receiving immediately.
+        let generation = self.state.services.access.policy_generation();
+        if changes_access(event.event.kind) || generation != self.policy_generation {
+            self.policy_generation = generation;
+            self.refresh_scope().await;
+        }
         let Some(scope) = &self.scope else { return };
         if !self.state.services.access.can_see(scope, event) {
             return;

@@ -1,0 +1,175 @@
+//! Read-only facts the policies decide on, loaded from storage in one blocking read.
+
+use crate::channels::state::{load_channel, ChannelRow};
+use crate::community::Community;
+use crate::error::Reason;
+use crate::event::Event;
+use crate::store::schema::{channel_members, channels, community_members, community_sanctions};
+use crate::store::Conn;
+use crate::with_conn;
+use buzz_policy::{ActorFacts, ChannelFacts, CommunityFacts, EventFacts};
+use diesel::prelude::*;
+use std::collections::HashMap;
+
+pub(super) fn community_facts(c: &Community) -> CommunityFacts {
+    CommunityFacts {
+        host: c.host.clone(),
+        open: c.open,
+    }
+}
+
+pub(super) fn event_facts(e: &Event) -> EventFacts {
+    EventFacts {
+        id: e.id.clone(),
+        pubkey: e.pubkey.clone(),
+        kind: e.kind,
+        created_at: e.created_at,
+        content: e.content.clone(),
+        tags: e.tags.clone(),
+    }
+}
+
+pub(super) fn channel_facts(id: &str, row: Option<&ChannelRow>, now: i64) -> ChannelFacts {
+    match row {
+        Some(r) => ChannelFacts {
+            id: id.to_owned(),
+            exists: true,
+            name: r.name.clone(),
+            private: r.private,
+            archived: r.archived,
+            channel_type: r.channel_type.clone(),
+            deleted: r.is_gone(now),
+        },
+        None => ChannelFacts {
+            id: id.to_owned(),
+            exists: false,
+            name: String::new(),
+            private: false,
+            archived: false,
+            channel_type: String::new(),
+            deleted: false,
+        },
+    }
+}
+
+/// What the community knows about `pubkey`, independent of any channel.
+pub(super) struct Person {
+    pub(super) pubkey: Option<String>,
+    pub owner: bool,
+    pub member: bool,
+    pub ban: Option<String>,
+    pub timeout_until: Option<i64>,
+    /// Channel id → (role, joined_at).
+    pub channels: HashMap<String, (String, i64)>,
+}
+
+impl Person {
+    pub(super) fn actor(&self, channel: Option<&str>) -> ActorFacts {
+        let membership = channel.and_then(|c| self.channels.get(c));
+        ActorFacts {
+            pubkey: self.pubkey.clone(),
+            community_owner: self.owner,
+            community_member: self.member || self.owner,
+            channel_role: membership.map(|(role, _)| role.clone()),
+            channel_joined_at: membership.map(|(_, at)| *at),
+            banned: self.ban.is_some(),
+            ban_reason: self.ban.clone().filter(|r| !r.is_empty()),
+            timeout_until: self.timeout_until,
+        }
+    }
+}
+
+/// Load everything about `pubkey` in `community`.
+pub(super) fn person(
+    conn: &mut Conn<'_>,
+    community: &Community,
+    pubkey: Option<&str>,
+    now: i64,
+) -> Result<Person, Reason> {
+    let Some(pk) = pubkey else {
+        return Ok(Person {
+            pubkey: None,
+            owner: false,
+            member: false,
+            ban: None,
+            timeout_until: None,
+            channels: HashMap::new(),
+        });
+    };
+    let cid = community.id;
+    let listed: i64 = with_conn!(conn, |c| community_members::table
+        .filter(community_members::community_id.eq(cid))
+        .filter(community_members::pubkey.eq(pk))
+        .count()
+        .get_result(c))?;
+    let sanctions: Vec<(String, Option<i64>, String)> =
+        with_conn!(conn, |c| community_sanctions::table
+            .filter(community_sanctions::community_id.eq(cid))
+            .filter(community_sanctions::pubkey.eq(pk))
+            .select((
+                community_sanctions::sanction,
+                community_sanctions::until_at,
+                community_sanctions::reason
+            ))
+            .load(c))?;
+    let memberships: Vec<(String, String, i64)> = with_conn!(conn, |c| channel_members::table
+        .filter(channel_members::community_id.eq(cid))
+        .filter(channel_members::pubkey.eq(pk))
+        .select((
+            channel_members::channel_id,
+            channel_members::role,
+            channel_members::added_at
+        ))
+        .load(c))?;
+    let mut ban = None;
+    let mut timeout_until = None;
+    for (kind, until, reason) in sanctions {
+        match kind.as_str() {
+            "ban" => ban = Some(reason),
+            "timeout" => timeout_until = until.filter(|u| *u > now),
+            _ => {}
+        }
+    }
+    Ok(Person {
+        pubkey: Some(pk.to_owned()),
+        owner: community.owners.iter().any(|o| o == pk),
+        member: community.open || listed > 0,
+        ban,
+        timeout_until,
+        channels: memberships
+            .into_iter()
+            .map(|(ch, role, at)| (ch, (role, at)))
+            .collect(),
+    })
+}
+
+/// One channel's row (if any).
+pub(super) fn channel(
+    conn: &mut Conn<'_>,
+    community_id: i64,
+    id: &str,
+) -> Result<Option<ChannelRow>, Reason> {
+    load_channel(conn, community_id, id)
+}
+
+/// Every channel of the community that is neither deleted nor expired (or just the
+/// `wanted` ones).
+pub(super) fn live_channels(
+    conn: &mut Conn<'_>,
+    community_id: i64,
+    wanted: Option<&[String]>,
+    now: i64,
+) -> Result<Vec<ChannelRow>, Reason> {
+    let rows: Vec<ChannelRow> = with_conn!(conn, |c| {
+        let mut q = channels::table
+            .filter(channels::community_id.eq(community_id))
+            .filter(channels::deleted_at.is_null())
+            .select(ChannelRow::as_select())
+            .into_boxed();
+        if let Some(ids) = wanted {
+            q = q.filter(channels::id.eq_any(ids.to_vec()));
+        }
+        q.load(c)
+    })?;
+    Ok(rows.into_iter().filter(|r| !r.is_gone(now)).collect())
+}

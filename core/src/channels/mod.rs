@@ -1,0 +1,199 @@
+//! Channels (NIP-29 shape), community membership and sanctions, and thread metadata —
+//! everything core keeps in step with stored events, inside their transaction.
+//!
+//! [`validate::check`] runs before storage (pure, structural); [`apply`] runs in the
+//! write transaction after the event row is stored and may still refuse the event
+//! (which rolls it back).
+
+pub mod group_state;
+pub mod kinds;
+pub mod state;
+pub mod threads;
+pub mod validate;
+
+use crate::error::Reason;
+use crate::event::{Event, StoredEvent};
+use crate::keys::Keys;
+use crate::plugin::WriteCtx;
+use crate::store::{apply_deletion, Conn};
+use group_state::Changed;
+use kinds::*;
+use std::sync::Arc;
+
+/// Keep channel, community and thread state in step with `stored`. Returns relay-signed
+/// events produced by the change, for live fan-out after the commit.
+pub fn apply(
+    conn: &mut Conn<'_>,
+    wctx: &WriteCtx,
+    stored: &StoredEvent,
+    relay_keys: &Keys,
+) -> Result<Vec<Arc<StoredEvent>>, Reason> {
+    let event = &stored.event;
+    let cid = wctx.community_id;
+    let now = wctx.now_micros.div_euclid(1_000_000);
+    let channel = event.channel_id();
+    let refresh = |conn: &mut Conn<'_>, ch: &str, what: Changed| {
+        group_state::refresh(conn, cid, ch, relay_keys, wctx.now_micros, what)
+    };
+
+    match (event.kind, channel) {
+        (CREATE_CHANNEL, Some(ch)) => {
+            state::create_channel(conn, cid, ch, event)?;
+            return refresh(conn, ch, Changed::All);
+        }
+        (AUTHOR_DELETE, _) => {
+            author_delete(conn, cid, event, now)?;
+            return Ok(Vec::new());
+        }
+        _ => {}
+    }
+    if COMMUNITY_ADMIN.contains(&event.kind) {
+        community_admin(conn, cid, event, now)?;
+        return Ok(Vec::new());
+    }
+    let Some(ch) = channel else {
+        return Ok(Vec::new());
+    };
+    // Every other channel-scoped event needs a live channel.
+    state::live_channel(conn, cid, ch, now)?;
+    let member = validate::member_of(event);
+    match event.kind {
+        EDIT_CHANNEL => {
+            state::edit_channel(conn, cid, ch, event)?;
+            refresh(conn, ch, Changed::Metadata)
+        }
+        ADD_MEMBER => {
+            let role = event
+                .tags
+                .iter()
+                .find(|t| t.first().map(String::as_str) == Some("p"))
+                .and_then(|t| t.get(2))
+                .filter(|r| !r.is_empty())
+                .map(String::as_str)
+                .unwrap_or("member");
+            state::set_member(conn, cid, ch, member.unwrap_or_default(), role, now)?;
+            refresh(conn, ch, Changed::Members)
+        }
+        REMOVE_MEMBER => {
+            state::remove_member(conn, cid, ch, member.unwrap_or_default())?;
+            refresh(conn, ch, Changed::Members)
+        }
+        JOIN => {
+            if state::member_role(conn, cid, ch, &event.pubkey)?.is_none() {
+                state::set_member(conn, cid, ch, &event.pubkey, "member", now)?;
+            }
+            refresh(conn, ch, Changed::Members)
+        }
+        LEAVE => {
+            state::remove_member(conn, cid, ch, &event.pubkey)?;
+            refresh(conn, ch, Changed::Members)
+        }
+        DELETE_CHANNEL => {
+            state::delete_channel(conn, cid, ch, now)?;
+            Ok(Vec::new())
+        }
+        MODERATE_REMOVE => {
+            let target = validate::target_id(event).unwrap_or_default();
+            require_in_channel(conn, cid, target, ch)?;
+            soft_delete(conn, cid, target, now)?;
+            Ok(Vec::new())
+        }
+        k if TARGETING.contains(&k) => {
+            let target = validate::target_id(event).unwrap_or_default();
+            require_in_channel(conn, cid, target, ch)?;
+            Ok(Vec::new())
+        }
+        k if CONVERSATION.contains(&k) => {
+            threads::record(conn, cid, event, ch)?;
+            Ok(Vec::new())
+        }
+        _ => Ok(Vec::new()),
+    }
+}
+
+/// The target of a reaction, edit or removal must be a stored event of the same channel.
+fn require_in_channel(
+    conn: &mut Conn<'_>,
+    cid: i64,
+    target: &str,
+    channel: &str,
+) -> Result<(), Reason> {
+    use crate::store::schema::events;
+    use diesel::prelude::*;
+    let found: Option<Option<String>> = crate::with_conn!(conn, |c| events::table
+        .filter(events::community_id.eq(cid))
+        .filter(events::id.eq(target))
+        .filter(events::deleted_at.is_null())
+        .select(events::channel_id)
+        .first(c)
+        .optional())?;
+    match found {
+        None => Err(Reason::invalid("target event not found")),
+        Some(ch) if ch.as_deref() != Some(channel) => Err(Reason::invalid(
+            "target event belongs to a different channel",
+        )),
+        Some(_) => Ok(()),
+    }
+}
+
+/// Moderator removal: soft-delete `target` whoever wrote it.
+fn soft_delete(conn: &mut Conn<'_>, cid: i64, target: &str, now: i64) -> Result<(), Reason> {
+    use crate::store::schema::events;
+    use diesel::prelude::*;
+    crate::with_conn!(conn, |c| diesel::update(
+        events::table
+            .filter(events::community_id.eq(cid))
+            .filter(events::id.eq(target))
+            .filter(events::deleted_at.is_null())
+    )
+    .set(events::deleted_at.eq(now))
+    .execute(c))?;
+    threads::on_deleted(conn, cid, target)
+}
+
+/// Kind 5: NIP-09 deletion by the author. With an `h` tag, every target must be in that
+/// channel.
+fn author_delete(conn: &mut Conn<'_>, cid: i64, event: &Event, now: i64) -> Result<(), Reason> {
+    if let Some(ch) = event.channel_id() {
+        for target in event.tag_values("e") {
+            require_in_channel(conn, cid, target, ch)?;
+        }
+    }
+    for row in apply_deletion(conn, cid, event, now)? {
+        threads::on_deleted(conn, cid, &row.id)?;
+    }
+    Ok(())
+}
+
+/// 9040–9044: community membership, bans and timeouts.
+fn community_admin(conn: &mut Conn<'_>, cid: i64, event: &Event, now: i64) -> Result<(), Reason> {
+    let who = validate::member_of(event).unwrap_or_default();
+    let reason = event.tag_value("reason").unwrap_or_default();
+    match event.kind {
+        COMMUNITY_ADD_MEMBER => state::add_community_member(conn, cid, who, &event.pubkey, now),
+        COMMUNITY_REMOVE_MEMBER => state::remove_community_member(conn, cid, who),
+        BAN => state::set_sanction(conn, cid, who, "ban", None, reason, &event.pubkey, now),
+        UNBAN => state::remove_sanction(conn, cid, who, "ban"),
+        TIMEOUT => {
+            let until = event
+                .tag_value("until")
+                .and_then(|u| u.parse::<i64>().ok())
+                .unwrap_or(0);
+            if until <= now {
+                state::remove_sanction(conn, cid, who, "timeout")
+            } else {
+                state::set_sanction(
+                    conn,
+                    cid,
+                    who,
+                    "timeout",
+                    Some(until),
+                    reason,
+                    &event.pubkey,
+                    now,
+                )
+            }
+        }
+        _ => Ok(()),
+    }
+}

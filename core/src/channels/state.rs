@@ -1,0 +1,324 @@
+//! Channel and community state rows, changed inside the event's storage transaction.
+
+use crate::error::Reason;
+use crate::store::schema::{channel_members, channels, community_members, community_sanctions};
+use crate::store::Conn;
+use crate::with_conn;
+use diesel::prelude::*;
+use diesel::result::{DatabaseErrorKind, Error as DieselError};
+
+/// One `channels` row.
+#[derive(Debug, Clone, PartialEq, Eq, Queryable, Selectable)]
+#[diesel(table_name = channels)]
+pub struct ChannelRow {
+    pub community_id: i64,
+    pub id: String,
+    pub name: String,
+    pub about: String,
+    pub private: bool,
+    pub channel_type: String,
+    pub archived: bool,
+    pub ttl_seconds: Option<i64>,
+    pub created_by: String,
+    pub created_at: i64,
+    pub expires_at: Option<i64>,
+    pub deleted_at: Option<i64>,
+}
+
+impl ChannelRow {
+    /// Deleted, or past its TTL: behaves as if it did not exist.
+    pub fn is_gone(&self, now: i64) -> bool {
+        self.deleted_at.is_some() || self.expires_at.is_some_and(|t| t <= now)
+    }
+}
+
+pub fn load_channel(
+    conn: &mut Conn<'_>,
+    community_id: i64,
+    id: &str,
+) -> Result<Option<ChannelRow>, Reason> {
+    Ok(with_conn!(conn, |c| channels::table
+        .filter(channels::community_id.eq(community_id))
+        .filter(channels::id.eq(id))
+        .select(ChannelRow::as_select())
+        .first(c)
+        .optional())?)
+}
+
+/// A live channel (exists, not deleted, not expired) or the invalid-input refusal that
+/// reads the same for missing and gone channels.
+pub fn live_channel(
+    conn: &mut Conn<'_>,
+    community_id: i64,
+    id: &str,
+    now: i64,
+) -> Result<ChannelRow, Reason> {
+    load_channel(conn, community_id, id)?
+        .filter(|c| !c.is_gone(now))
+        .ok_or_else(|| Reason::invalid("channel not found"))
+}
+
+/// Create the channel of a 9007 event; its author becomes owner.
+pub fn create_channel(
+    conn: &mut Conn<'_>,
+    community_id: i64,
+    id: &str,
+    event: &crate::event::Event,
+) -> Result<(), Reason> {
+    let ttl = event.tag_value("ttl").and_then(|t| t.parse::<i64>().ok());
+    let private = event
+        .tags
+        .iter()
+        .any(|t| t.first().map(String::as_str) == Some("private"));
+    let row = (
+        channels::community_id.eq(community_id),
+        channels::id.eq(id),
+        channels::name.eq(event.tag_value("name").unwrap_or_default()),
+        channels::about.eq(event.tag_value("about").unwrap_or_default()),
+        channels::private.eq(private),
+        channels::channel_type.eq(event.tag_value("channel_type").unwrap_or("stream")),
+        channels::archived.eq(false),
+        channels::ttl_seconds.eq(ttl),
+        channels::created_by.eq(&event.pubkey),
+        channels::created_at.eq(event.created_at),
+        channels::expires_at.eq(ttl.map(|t| event.created_at.saturating_add(t))),
+    );
+    let inserted = with_conn!(conn, |c| diesel::insert_into(channels::table)
+        .values(row)
+        .execute(c));
+    match inserted {
+        Ok(_) => {}
+        Err(DieselError::DatabaseError(DatabaseErrorKind::UniqueViolation, _)) => {
+            return Err(Reason::Duplicate("channel already exists".into()))
+        }
+        Err(e) => return Err(e.into()),
+    }
+    set_member(
+        conn,
+        community_id,
+        id,
+        &event.pubkey,
+        "owner",
+        event.created_at,
+    )
+}
+
+/// Apply a 9002 edit.
+pub fn edit_channel(
+    conn: &mut Conn<'_>,
+    community_id: i64,
+    id: &str,
+    event: &crate::event::Event,
+) -> Result<(), Reason> {
+    let target = channels::table
+        .filter(channels::community_id.eq(community_id))
+        .filter(channels::id.eq(id));
+    if let Some(name) = event.tag_value("name") {
+        with_conn!(conn, |c| diesel::update(target)
+            .set(channels::name.eq(name))
+            .execute(c))?;
+    }
+    if let Some(about) = event.tag_value("about") {
+        with_conn!(conn, |c| diesel::update(target)
+            .set(channels::about.eq(about))
+            .execute(c))?;
+    }
+    if let Some(archived) = event.tag_value("archived") {
+        let archived = archived == "true";
+        with_conn!(conn, |c| diesel::update(target)
+            .set(channels::archived.eq(archived))
+            .execute(c))?;
+    }
+    // `["private"]` / `["open"]` flags; the later one wins.
+    let visibility = event
+        .tags
+        .iter()
+        .rev()
+        .find_map(|t| match t.first().map(String::as_str) {
+            Some("private") => Some(true),
+            Some("open") => Some(false),
+            _ => None,
+        });
+    if let Some(private) = visibility {
+        with_conn!(conn, |c| diesel::update(target)
+            .set(channels::private.eq(private))
+            .execute(c))?;
+    }
+    Ok(())
+}
+
+pub fn delete_channel(
+    conn: &mut Conn<'_>,
+    community_id: i64,
+    id: &str,
+    now: i64,
+) -> Result<(), Reason> {
+    with_conn!(conn, |c| diesel::update(
+        channels::table
+            .filter(channels::community_id.eq(community_id))
+            .filter(channels::id.eq(id))
+    )
+    .set(channels::deleted_at.eq(now))
+    .execute(c))?;
+    Ok(())
+}
+
+/// Add a member or change their role.
+pub fn set_member(
+    conn: &mut Conn<'_>,
+    community_id: i64,
+    channel_id: &str,
+    pubkey: &str,
+    role: &str,
+    now: i64,
+) -> Result<(), Reason> {
+    with_conn!(conn, |c| diesel::insert_into(channel_members::table)
+        .values((
+            channel_members::community_id.eq(community_id),
+            channel_members::channel_id.eq(channel_id),
+            channel_members::pubkey.eq(pubkey),
+            channel_members::role.eq(role),
+            channel_members::added_at.eq(now),
+        ))
+        .on_conflict((
+            channel_members::community_id,
+            channel_members::channel_id,
+            channel_members::pubkey
+        ))
+        .do_update()
+        .set(channel_members::role.eq(role))
+        .execute(c))?;
+    Ok(())
+}
+
+pub fn remove_member(
+    conn: &mut Conn<'_>,
+    community_id: i64,
+    channel_id: &str,
+    pubkey: &str,
+) -> Result<(), Reason> {
+    with_conn!(conn, |c| diesel::delete(
+        channel_members::table
+            .filter(channel_members::community_id.eq(community_id))
+            .filter(channel_members::channel_id.eq(channel_id))
+            .filter(channel_members::pubkey.eq(pubkey))
+    )
+    .execute(c))?;
+    Ok(())
+}
+
+/// The role of `pubkey` in the channel, if a member.
+pub fn member_role(
+    conn: &mut Conn<'_>,
+    community_id: i64,
+    channel_id: &str,
+    pubkey: &str,
+) -> Result<Option<String>, Reason> {
+    Ok(with_conn!(conn, |c| channel_members::table
+        .filter(channel_members::community_id.eq(community_id))
+        .filter(channel_members::channel_id.eq(channel_id))
+        .filter(channel_members::pubkey.eq(pubkey))
+        .select(channel_members::role)
+        .first(c)
+        .optional())?)
+}
+
+/// Every member with their role, ordered by pubkey (stable 39001/39002 content).
+pub fn members(
+    conn: &mut Conn<'_>,
+    community_id: i64,
+    channel_id: &str,
+) -> Result<Vec<(String, String)>, Reason> {
+    Ok(with_conn!(conn, |c| channel_members::table
+        .filter(channel_members::community_id.eq(community_id))
+        .filter(channel_members::channel_id.eq(channel_id))
+        .select((channel_members::pubkey, channel_members::role))
+        .order(channel_members::pubkey.asc())
+        .load(c))?)
+}
+
+pub fn add_community_member(
+    conn: &mut Conn<'_>,
+    community_id: i64,
+    pubkey: &str,
+    by: &str,
+    now: i64,
+) -> Result<(), Reason> {
+    with_conn!(conn, |c| diesel::insert_into(community_members::table)
+        .values((
+            community_members::community_id.eq(community_id),
+            community_members::pubkey.eq(pubkey),
+            community_members::added_by.eq(by),
+            community_members::added_at.eq(now),
+        ))
+        .on_conflict_do_nothing()
+        .execute(c))?;
+    Ok(())
+}
+
+pub fn remove_community_member(
+    conn: &mut Conn<'_>,
+    community_id: i64,
+    pubkey: &str,
+) -> Result<(), Reason> {
+    with_conn!(conn, |c| diesel::delete(
+        community_members::table
+            .filter(community_members::community_id.eq(community_id))
+            .filter(community_members::pubkey.eq(pubkey))
+    )
+    .execute(c))?;
+    Ok(())
+}
+
+/// Record a ban (`until` = None) or a timeout.
+pub fn set_sanction(
+    conn: &mut Conn<'_>,
+    community_id: i64,
+    pubkey: &str,
+    sanction: &str,
+    until: Option<i64>,
+    reason: &str,
+    by: &str,
+    now: i64,
+) -> Result<(), Reason> {
+    with_conn!(conn, |c| diesel::insert_into(community_sanctions::table)
+        .values((
+            community_sanctions::community_id.eq(community_id),
+            community_sanctions::pubkey.eq(pubkey),
+            community_sanctions::sanction.eq(sanction),
+            community_sanctions::until_at.eq(until),
+            community_sanctions::reason.eq(reason),
+            community_sanctions::created_by.eq(by),
+            community_sanctions::created_at.eq(now),
+        ))
+        .on_conflict((
+            community_sanctions::community_id,
+            community_sanctions::pubkey,
+            community_sanctions::sanction,
+        ))
+        .do_update()
+        .set((
+            community_sanctions::until_at.eq(until),
+            community_sanctions::reason.eq(reason),
+            community_sanctions::created_by.eq(by),
+            community_sanctions::created_at.eq(now),
+        ))
+        .execute(c))?;
+    Ok(())
+}
+
+pub fn remove_sanction(
+    conn: &mut Conn<'_>,
+    community_id: i64,
+    pubkey: &str,
+    sanction: &str,
+) -> Result<(), Reason> {
+    with_conn!(conn, |c| diesel::delete(
+        community_sanctions::table
+            .filter(community_sanctions::community_id.eq(community_id))
+            .filter(community_sanctions::pubkey.eq(pubkey))
+            .filter(community_sanctions::sanction.eq(sanction))
+    )
+    .execute(c))?;
+    Ok(())
+}

@@ -1,0 +1,427 @@
+//! `ingest-bench`: how close does WebSocket ingest come to bare signature verification?
+//!
+//! Two figures, one run:
+//! 1. **Bare verify**: BIP-340 verifications per second on one thread, over pre-signed
+//!    events ([`buzz_core::event::verify_signature`], exactly what ingest calls).
+//! 2. **Ingest**: a real relay (SQLite in a temp dir by default) on 127.0.0.1:0, fed
+//!    pre-signed kind-1 events by N concurrent WebSocket publishers. Each publisher
+//!    pipelines: it keeps up to `--inflight` EVENTs unanswered and sends the next as each
+//!    `OK` arrives. The rate is wall-clock from the first send to the last `OK`, and
+//!    every `OK` must be `true`.
+//!
+//! The target is ingest >= 50% of bare verify. Signing is client work and happens before
+//! any clock starts.
+//!
+//! ```text
+//! cargo run --release -p buzz-ingest-bench -- --publishers 8 --events 40000
+//! ```
+//!
+//! `--database-url postgres://…` is used as an admin URL: the bench creates a scratch
+//! database there and drops it afterwards. A `sqlite://` URL is used as given.
+
+use anyhow::{bail, Context};
+use buzz_core::config::Settings;
+use buzz_core::event::{verify_signature, EventLimits};
+use buzz_core::keys::Keys;
+use buzz_core::relay::RelayBuilder;
+use buzz_core::testkit::{now, PgDatabase};
+use clap::Parser;
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::Semaphore;
+use tokio_tungstenite::tungstenite::Message;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "ingest-bench",
+    about = "Bare BIP-340 verify rate vs. WebSocket ingest rate"
+)]
+struct Args {
+    /// Concurrent publisher connections.
+    #[arg(long, default_value_t = 8)]
+    publishers: usize,
+    /// Events ingested in total (split evenly over the publishers).
+    #[arg(long, default_value_t = 40_000)]
+    events: usize,
+    /// Signatures verified for the bare-verify figure.
+    #[arg(long, default_value_t = 20_000)]
+    verify_events: usize,
+    /// Unanswered EVENTs each publisher keeps in flight (default: the relay's
+    /// `limits.max_inflight_events`, the most it processes at once per connection).
+    #[arg(long)]
+    inflight: Option<usize>,
+    /// Relay HTTP workers (0 = one per core, the relay's default).
+    #[arg(long, default_value_t = 0)]
+    workers: usize,
+    /// Storage: sqlite://PATH, or a PostgreSQL admin URL (a scratch database is made).
+    /// Default: SQLite in a temporary directory.
+    #[arg(long)]
+    database_url: Option<String>,
+    /// Exit non-zero when the target is missed.
+    #[arg(long)]
+    require_target: bool,
+}
+
+/// Name of the client runtime's threads, to tell client CPU from relay CPU.
+const CLIENT_THREAD: &str = "bench-client";
+
+/// Give up on a publisher that has received no OK for this long.
+const STALL_TIMEOUT: Duration = Duration::from_secs(60);
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    if args.publishers == 0 || args.events < args.publishers || args.inflight == Some(0) {
+        bail!("need --publishers >= 1, --events >= --publishers and --inflight >= 1");
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    println!("buzz ingest benchmark ({cores} cores available)");
+
+    let (verify_rate, check_rate) = bare_verify(args.verify_events);
+    println!(
+        "  bare BIP-340 verify, 1 core:      {:>9.0} verifications/s  ({} signatures)",
+        verify_rate, args.verify_events
+    );
+    println!(
+        "  id + signature check, 1 core:     {:>9.0} events/s         (EventLimits::check)",
+        check_rate
+    );
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name(CLIENT_THREAD)
+        .build()
+        .context("building the tokio runtime")?;
+    let ingest = runtime.block_on(ingest(&args))?;
+    println!(
+        "  ingest, {} publishers ({}):  {:>9.0} events/s         ({} events in {:.2} s, all OK true)",
+        args.publishers,
+        ingest.backend,
+        ingest.rate(),
+        ingest.events,
+        ingest.wall.as_secs_f64()
+    );
+    println!("    ({} EVENTs in flight per publisher)", ingest.inflight);
+    if !ingest.cpu.is_empty() {
+        let busy: f64 = ingest.cpu.iter().map(|(_, secs)| secs).sum();
+        println!(
+            "    CPU while ingesting: {:.2} cores busy in this process; per event:",
+            busy / ingest.wall.as_secs_f64()
+        );
+        for (group, secs) in &ingest.cpu {
+            let micros = secs * 1e6 / ingest.events as f64;
+            println!("      {group:<34} {micros:>6.0} µs");
+        }
+    }
+    let ratio = ingest.rate() / verify_rate;
+    println!("  ratio ingest / bare verify:       {ratio:>9.2}");
+    let pass = ratio >= 0.5;
+    println!(
+        "  target ingest >= 50% of bare verify: {}",
+        if pass { "PASS" } else { "FAIL" }
+    );
+    if !pass && args.require_target {
+        bail!(
+            "target missed: ingest is {:.0}% of bare verify",
+            ratio * 100.0
+        );
+    }
+    Ok(())
+}
+
+/// Verifications/s of bare BIP-340 and of the full id + signature check, one thread.
+fn bare_verify(n: usize) -> (f64, f64) {
+    let keys: Vec<Keys> = (0..16).map(|_| Keys::generate()).collect();
+    let t = now();
+    let events: Vec<_> = (0..n.max(1))
+        .map(|i| keys[i % keys.len()].sign(1, vec![], &format!("verify me #{i}"), t))
+        .collect();
+
+    let start = Instant::now();
+    for event in &events {
+        verify_signature(std::hint::black_box(event)).expect("pre-signed event verifies");
+    }
+    let verify = events.len() as f64 / start.elapsed().as_secs_f64();
+
+    let limits = EventLimits::default();
+    let start = Instant::now();
+    for event in &events {
+        limits
+            .check(std::hint::black_box(event), t)
+            .expect("pre-signed event passes");
+    }
+    let check = events.len() as f64 / start.elapsed().as_secs_f64();
+    (verify, check)
+}
+
+struct IngestFigures {
+    backend: &'static str,
+    events: usize,
+    wall: Duration,
+    inflight: usize,
+    /// CPU seconds per thread group during ingest (Linux; empty elsewhere).
+    cpu: Vec<(&'static str, f64)>,
+}
+
+impl IngestFigures {
+    fn rate(&self) -> f64 {
+        self.events as f64 / self.wall.as_secs_f64()
+    }
+}
+
+async fn ingest(args: &Args) -> anyhow::Result<IngestFigures> {
+    let dir = tempfile::tempdir().context("temp dir")?;
+    let mut _scratch = None;
+    let (url, backend) = match args.database_url.as_deref() {
+        None => (
+            format!("sqlite://{}", dir.path().join("bench.db").display()),
+            "sqlite",
+        ),
+        Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
+            let admin = url.to_owned();
+            let db = tokio::task::spawn_blocking(move || PgDatabase::create(&admin))
+                .await
+                .context("creating scratch database")??;
+            let url = db.url.clone();
+            _scratch = Some(db);
+            (url, "postgres")
+        }
+        Some(url) => (url.to_owned(), "sqlite"),
+    };
+
+    let mut settings = Settings::load_from(None, &HashMap::new())?;
+    settings.server.bind = "127.0.0.1:0".into();
+    settings.server.workers = args.workers;
+    settings.storage.database_url = url;
+    settings.relay.data_dir = dir.path().to_path_buf();
+    // The default policy paths are relative to the repository root; run from elsewhere,
+    // use the repository's policies all the same (ingest cost includes them).
+    if !settings.policies.access.exists() {
+        let policies = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../policies");
+        settings.policies.access = policies.join("access.lua");
+        settings.policies.moderation = policies.join("moderation.lua");
+    }
+    let inflight = args.inflight.unwrap_or(settings.limits.max_inflight_events);
+    let relay = RelayBuilder::new(settings)
+        .without_signal_handlers()
+        .start()
+        .await
+        .context("starting the relay")?;
+
+    // Client work, before any clock: keys, signatures, serialized EVENT frames.
+    let per_publisher = args.events / args.publishers;
+    let total = per_publisher * args.publishers;
+    let frames = presign(args.publishers, per_publisher);
+
+    let mut conns = Vec::with_capacity(args.publishers);
+    for _ in 0..args.publishers {
+        let (ws, _) = tokio_tungstenite::connect_async(format!("ws://{}/", relay.addr))
+            .await
+            .context("connecting a publisher")?;
+        conns.push(ws);
+    }
+
+    let cpu_before = cpu::snapshot();
+    let start = Instant::now();
+    let tasks: Vec<_> = conns
+        .into_iter()
+        .zip(frames)
+        .map(|(ws, frames)| tokio::spawn(publish(ws, frames, inflight)))
+        .collect();
+    let mut last_ok = start;
+    let mut failures = Vec::new();
+    for task in tasks {
+        let outcome = task.await.context("publisher task")??;
+        last_ok = last_ok.max(outcome.last_ok);
+        failures.extend(outcome.refused);
+    }
+    let wall = last_ok - start;
+    let cpu = cpu::snapshot().since(&cpu_before);
+    relay.stop().await?;
+
+    if !failures.is_empty() {
+        bail!(
+            "{} of {total} events were refused; first: {}",
+            failures.len(),
+            failures[0]
+        );
+    }
+    Ok(IngestFigures {
+        backend,
+        events: total,
+        wall,
+        inflight,
+        cpu,
+    })
+}
+
+/// `publishers` lists of `["EVENT", …]` frames, each signed by its publisher's key.
+fn presign(publishers: usize, per_publisher: usize) -> Vec<Vec<String>> {
+    let t = now();
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..publishers)
+            .map(|p| {
+                scope.spawn(move || {
+                    let keys = Keys::generate();
+                    (0..per_publisher)
+                        .map(|i| {
+                            let event = keys.sign(
+                                1,
+                                vec![vec!["t".into(), "bench".into()]],
+                                &format!("benchmark note {i} from publisher {p}"),
+                                t,
+                            );
+                            json!(["EVENT", event]).to_string()
+                        })
+                        .collect()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("signing thread"))
+            .collect()
+    })
+}
+
+struct PublisherOutcome {
+    last_ok: Instant,
+    /// `OK false` messages, verbatim.
+    refused: Vec<String>,
+}
+
+type Ws =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+/// Send `frames` keeping at most `inflight` unanswered, and collect every OK.
+async fn publish(ws: Ws, frames: Vec<String>, inflight: usize) -> anyhow::Result<PublisherOutcome> {
+    let expected = frames.len();
+    let (mut sink, mut stream) = ws.split();
+    // One permit per EVENT that may be unanswered; the reader returns a permit per OK.
+    let window = Arc::new(Semaphore::new(inflight));
+
+    let sender_window = window.clone();
+    let sender = tokio::spawn(async move {
+        for frame in frames {
+            let permit = match sender_window.try_acquire() {
+                Ok(permit) => permit,
+                Err(_) => {
+                    // Window full: push out what is buffered, then wait for an OK.
+                    sink.flush().await?;
+                    sender_window.acquire().await?
+                }
+            };
+            permit.forget();
+            sink.feed(Message::text(frame)).await?;
+        }
+        sink.flush().await?;
+        anyhow::Ok(sink)
+    });
+
+    let mut answered = 0;
+    let mut refused = Vec::new();
+    let mut last_ok = Instant::now();
+    while answered < expected {
+        let msg = tokio::time::timeout(STALL_TIMEOUT, stream.next())
+            .await
+            .with_context(|| format!("no OK for {STALL_TIMEOUT:?} ({answered}/{expected})"))?
+            .with_context(|| format!("relay closed the connection ({answered}/{expected})"))??;
+        let text = match msg {
+            Message::Text(text) => text,
+            Message::Close(frame) => bail!(
+                "relay closed the connection after {answered}/{expected} OKs: {}",
+                frame.map_or_else(
+                    || "no reason".to_owned(),
+                    |f| format!("{} {}", f.code, f.reason)
+                )
+            ),
+            _ => continue,
+        };
+        let value: Value = serde_json::from_str(&text).context("relay sent malformed JSON")?;
+        if value[0] != "OK" {
+            continue; // the AUTH challenge, notices
+        }
+        answered += 1;
+        last_ok = Instant::now();
+        window.add_permits(1);
+        if value[2] != Value::Bool(true) {
+            refused.push(text.to_string());
+        }
+    }
+    let mut sink = sender.await.context("sender task")??;
+    let _ = sink.close().await;
+    Ok(PublisherOutcome { last_ok, refused })
+}
+
+/// Per-thread CPU time from `/proc/self/task` (Linux), grouped by thread name, so the
+/// figures say where ingest time goes: the storage writer, the relay's workers (WebSocket,
+/// verification), its blocking pool (reads, Lua policies) or the bench client itself.
+mod cpu {
+    use std::collections::HashMap;
+
+    /// Clock ticks per second of `/proc` times (`CLK_TCK`, 100 on Linux).
+    const TICKS: f64 = 100.0;
+
+    const GROUPS: [(&str, &str); 4] = [
+        ("buzz-store-writ", "relay storage writer thread"),
+        ("actix-server wo", "relay workers (ws, verify, pipeline)"),
+        ("tokio-rt-worker", "relay blocking pool (reads, policy)"),
+        (super::CLIENT_THREAD, "bench client (publishers)"),
+    ];
+
+    pub(super) struct Snapshot(HashMap<u64, (String, u64)>);
+
+    pub(super) fn snapshot() -> Snapshot {
+        let mut threads = HashMap::new();
+        let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+            return Snapshot(threads);
+        };
+        for entry in dir.flatten() {
+            let Ok(tid) = entry.file_name().to_string_lossy().parse::<u64>() else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+                continue;
+            };
+            if let Some(sample) = parse(&stat) {
+                threads.insert(tid, sample);
+            }
+        }
+        Snapshot(threads)
+    }
+
+    /// `(comm, utime + stime)` from a `stat` line.
+    fn parse(stat: &str) -> Option<(String, u64)> {
+        let open = stat.find('(')?;
+        let close = stat.rfind(')')?;
+        let comm = stat.get(open + 1..close)?.to_owned();
+        let fields: Vec<&str> = stat.get(close + 1..)?.split_whitespace().collect();
+        // After the comm: state is field 3; utime and stime are fields 14 and 15.
+        let utime: u64 = fields.get(11)?.parse().ok()?;
+        let stime: u64 = fields.get(12)?.parse().ok()?;
+        Some((comm, utime + stime))
+    }
+
+    impl Snapshot {
+        /// CPU seconds per group since `before` (threads that exited meanwhile are lost).
+        pub(super) fn since(&self, before: &Snapshot) -> Vec<(&'static str, f64)> {
+            let mut by_group: HashMap<&'static str, u64> = HashMap::new();
+            for (tid, (comm, ticks)) in &self.0 {
+                let earlier = before.0.get(tid).map_or(0, |(_, t)| *t);
+                let group = GROUPS
+                    .iter()
+                    .find(|(prefix, _)| comm.starts_with(prefix))
+                    .map_or("other threads", |(_, name)| name);
+                *by_group.entry(group).or_default() += ticks.saturating_sub(earlier);
+            }
+            let mut groups: Vec<(&'static str, f64)> = by_group
+                .into_iter()
+                .map(|(group, ticks)| (group, ticks as f64 / TICKS))
+                .collect();
+            groups.sort_by(|a, b| b.1.total_cmp(&a.1));
+            groups
+        }
+    }
+}

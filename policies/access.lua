@@ -1,0 +1,146 @@
+-- access.lua — who may read and write in a channel (the Buzz defaults).
+-- can_read(req) guards every read path; can_write(req) runs after moderation.lua's
+-- moderate(req) allowed the write. Return buzz.allow() or buzz.deny(kind, message).
+-- See policies/README.md for req fields and the buzz.* functions.
+
+-- One answer for "no such channel" and "not yours to see": an inaccessible channel must be
+-- indistinguishable from a nonexistent one.
+local UNKNOWN = "unknown channel"
+
+-- What a guest (read-only role) may still do in a channel it can read.
+local GUEST_MAY = { delete = true }
+
+-- Actions that post or change conversation content.
+local POSTING = { message = true, react = true, edit = true, delete = true }
+
+-- Actions that manage a channel: channel owners and admins, and community owners.
+local MANAGING = {
+  edit_channel = true, add_member = true, remove_member = true,
+  moderate_remove = true, delete_channel = true,
+}
+
+local function community_member(req)
+  local actor = req.actor
+  return actor.community_owner or actor.community_member
+    or (req.community.open and actor.pubkey ~= nil)
+end
+
+-- Reading rights: open channel → community members; private → its members (any role)
+-- and community owners.
+local function can_see(req)
+  local channel = req.channel
+  if channel == nil or not channel.exists or channel.deleted then
+    return false
+  end
+  if channel.private then
+    return req.actor.channel_role ~= nil or req.actor.community_owner
+  end
+  return community_member(req)
+end
+
+local function channel_admin(actor)
+  return actor.community_owner or actor.channel_role == "owner" or actor.channel_role == "admin"
+end
+
+-- Every p tag names the actor (remove_member used to leave).
+local function removes_only_self(req)
+  local found = false
+  for _, tag in ipairs(req.event.tags) do
+    if tag[1] == "p" then
+      if tag[2] ~= req.actor.pubkey then
+        return false
+      end
+      found = true
+    end
+  end
+  return found
+end
+
+function can_read(req)
+  if req.actor.pubkey == nil then
+    return buzz.deny("auth-required", "authentication required")
+  end
+  if req.actor.banned then
+    return buzz.deny("restricted", "banned")
+  end
+  if not can_see(req) then
+    return buzz.deny("restricted", UNKNOWN)
+  end
+  return buzz.allow()
+end
+
+function can_write(req)
+  local action, actor, channel = req.action, req.actor, req.channel
+
+  -- Writes that are not about a channel (e.g. a profile) are not this rulebook's business.
+  if action == "other" and channel == nil then
+    return buzz.allow()
+  end
+  if actor.pubkey == nil then
+    return buzz.deny("auth-required", "authentication required")
+  end
+
+  if action == "community_admin" then
+    if actor.community_owner then
+      return buzz.allow()
+    end
+    return buzz.deny("restricted", "only community owners may do this")
+  end
+
+  if action == "create_channel" then
+    if community_member(req) then
+      return buzz.allow()
+    end
+    return buzz.deny("restricted", "not a member of this community")
+  end
+
+  if action == "join" then
+    if channel == nil or not channel.exists or channel.deleted then
+      return buzz.deny("restricted", UNKNOWN)
+    end
+    if channel.private then
+      return buzz.deny("restricted", "channel is private")
+    end
+    if not community_member(req) then
+      return buzz.deny("restricted", "not a member of this community")
+    end
+    return buzz.allow()
+  end
+
+  if action == "leave" then
+    if actor.channel_role ~= nil then
+      return buzz.allow()
+    end
+    return buzz.deny("restricted", "not a member of this channel")
+  end
+
+  -- Everything else happens inside a channel the actor can read.
+  if not can_see(req) then
+    return buzz.deny("restricted", UNKNOWN)
+  end
+
+  if POSTING[action] then
+    if actor.channel_role == "guest" and not GUEST_MAY[action] then
+      return buzz.deny("restricted", "guests are read-only")
+    end
+    if action == "message" and channel.archived then
+      return buzz.deny("invalid", "channel is archived")
+    end
+    return buzz.allow()
+  end
+
+  if MANAGING[action] then
+    if channel_admin(actor) then
+      return buzz.allow()
+    end
+    if action == "remove_member" and removes_only_self(req) then
+      return buzz.allow()
+    end
+    return buzz.deny("restricted", "only channel owners and admins may do this")
+  end
+
+  if action == "other" then
+    return buzz.allow()
+  end
+  return buzz.deny("invalid", "unknown action " .. tostring(action))
+end

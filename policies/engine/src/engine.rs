@@ -1,0 +1,287 @@
+//! [`PolicyEngine`]: the scripts of the current generation, per-thread Lua states built
+//! from them on demand, hot reload and the file watcher.
+
+use std::cell::RefCell;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock, Weak};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use crate::error::PolicyError;
+use crate::facts::{ReadRequest, WriteRequest};
+use crate::limits::PolicyLimits;
+use crate::rate_limit::RateLimiter;
+use crate::rulebook::{Rulebook, ScriptSet, Source};
+use crate::verdict::Verdict;
+
+/// Distinguishes engines in the per-thread caches.
+static NEXT_ENGINE_ID: AtomicU64 = AtomicU64::new(1);
+
+thread_local! {
+    /// This thread's Lua states, one per live engine. A Lua state is single-threaded, and
+    /// one per thread means checks never wait on each other (no global mutex). An entry is
+    /// taken out while in use (so a re-entrant check builds its own instead of aliasing)
+    /// and put back afterwards; entries of dropped engines are pruned then.
+    static RULEBOOKS: RefCell<Vec<CachedRulebook>> = const { RefCell::new(Vec::new()) };
+}
+
+struct CachedRulebook {
+    engine: u64,
+    /// Dead once the engine is dropped.
+    alive: Weak<()>,
+    generation: u64,
+    rulebook: Rulebook,
+}
+
+/// The policy engine. `Send + Sync`; share it in an `Arc`.
+///
+/// Checks run the scripts in a Lua state owned by the calling thread, built lazily from the
+/// current generation's sources the first time a thread checks (or after a reload) and then
+/// reused: a check only builds the `req` table and calls the entry points.
+pub struct PolicyEngine {
+    id: u64,
+    /// Per-thread caches hold a `Weak` of this to notice that the engine is gone.
+    alive: Arc<()>,
+    access_path: PathBuf,
+    moderation_path: PathBuf,
+    limits: PolicyLimits,
+    rate_limiter: Arc<dyn RateLimiter>,
+    /// The last good scripts. Replaced whole by a successful reload.
+    current: RwLock<Arc<ScriptSet>>,
+    /// `current.generation`, readable without the lock: the per-check staleness test.
+    generation: AtomicU64,
+    /// Serializes reloads (SIGHUP, the watcher and explicit calls may overlap).
+    reload_lock: Mutex<()>,
+}
+
+impl std::fmt::Debug for PolicyEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PolicyEngine")
+            .field("access_path", &self.access_path)
+            .field("moderation_path", &self.moderation_path)
+            .field("limits", &self.limits)
+            .field("generation", &self.generation())
+            .finish_non_exhaustive()
+    }
+}
+
+impl PolicyEngine {
+    /// Reads and loads both scripts. Fails if either does not read, compile or run its main
+    /// chunk within the limits, or binds an entry point name to a non-function.
+    pub fn load(
+        access_path: &Path,
+        moderation_path: &Path,
+        limits: PolicyLimits,
+        rate_limiter: Arc<dyn RateLimiter>,
+    ) -> Result<PolicyEngine, PolicyError> {
+        let set = ScriptSet {
+            generation: 1,
+            access: read_source(access_path)?,
+            moderation: read_source(moderation_path)?,
+        };
+        Rulebook::build(&set, limits, Arc::clone(&rate_limiter))?;
+        tracing::info!(
+            access = %access_path.display(),
+            moderation = %moderation_path.display(),
+            "policy scripts loaded"
+        );
+        Ok(PolicyEngine {
+            id: NEXT_ENGINE_ID.fetch_add(1, Ordering::Relaxed),
+            alive: Arc::new(()),
+            access_path: access_path.to_owned(),
+            moderation_path: moderation_path.to_owned(),
+            limits,
+            rate_limiter,
+            generation: AtomicU64::new(set.generation),
+            current: RwLock::new(Arc::new(set)),
+            reload_lock: Mutex::new(()),
+        })
+    }
+
+    /// A write: `moderate(req)` (moderation.lua) first, then `can_write(req)` (access.lua);
+    /// the first deny wins. A missing entry point allows.
+    pub fn check_write(&self, req: &WriteRequest) -> Result<Verdict, PolicyError> {
+        self.with_rulebook(|rulebook| rulebook.check_write(req))
+    }
+
+    /// A read: `can_read(req)` (access.lua). A missing entry point allows.
+    pub fn check_read(&self, req: &ReadRequest) -> Result<Verdict, PolicyError> {
+        self.with_rulebook(|rulebook| rulebook.check_read(req))
+    }
+
+    /// Re-reads and reloads both files. On failure the last good scripts stay in force, a
+    /// warning is logged and the error returned.
+    pub fn reload(&self) -> Result<(), PolicyError> {
+        let sources = read_source(&self.access_path)
+            .and_then(|access| Ok((access, read_source(&self.moderation_path)?)));
+        match sources {
+            Ok((access, moderation)) => self.install(access, moderation).map(|_| ()),
+            Err(err) => {
+                tracing::warn!(error = %err, "policy reload failed; keeping the last good scripts");
+                Err(err)
+            }
+        }
+    }
+
+    /// Starts a thread that polls both files every `poll` and reloads when their contents
+    /// change (a broken edit is logged once and retried when the file changes again). The
+    /// thread holds only a `Weak` and ends within one `poll` after the last `Arc` is dropped.
+    pub fn watch(self: &Arc<Self>, poll: Duration) -> JoinHandle<()> {
+        let engine = Arc::downgrade(self);
+        let current = self.current_set();
+        let seen = (
+            current.access.text.to_string(),
+            current.moderation.text.to_string(),
+        );
+        std::thread::Builder::new()
+            .name("buzz-policy-watch".to_owned())
+            .spawn(move || watch_loop(engine, poll, seen))
+            .expect("cannot spawn the policy watcher thread")
+    }
+
+    /// Starts at 1 and bumps on each successful reload.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    pub fn access_path(&self) -> &Path {
+        &self.access_path
+    }
+
+    pub fn moderation_path(&self) -> &Path {
+        &self.moderation_path
+    }
+
+    pub fn limits(&self) -> PolicyLimits {
+        self.limits
+    }
+
+    fn current_set(&self) -> Arc<ScriptSet> {
+        Arc::clone(&self.current.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// Validates the sources (a full load in a scratch state) and makes them current.
+    fn install(&self, access: Source, moderation: Source) -> Result<u64, PolicyError> {
+        let _serial = self
+            .reload_lock
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let set = ScriptSet {
+            generation: self.current_set().generation + 1,
+            access,
+            moderation,
+        };
+        if let Err(err) = Rulebook::build(&set, self.limits, Arc::clone(&self.rate_limiter)) {
+            tracing::warn!(error = %err, "policy reload failed; keeping the last good scripts");
+            return Err(err);
+        }
+        let generation = set.generation;
+        *self.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(set);
+        self.generation.store(generation, Ordering::Release);
+        tracing::info!(
+            generation,
+            access = %self.access_path.display(),
+            moderation = %self.moderation_path.display(),
+            "policy scripts reloaded"
+        );
+        Ok(generation)
+    }
+
+    /// Runs `f` with this thread's rulebook of the current generation.
+    fn with_rulebook<T>(
+        &self,
+        f: impl FnOnce(&Rulebook) -> Result<T, PolicyError>,
+    ) -> Result<T, PolicyError> {
+        let generation = self.generation();
+        let cached = RULEBOOKS
+            .try_with(|cell| {
+                let mut cache = cell.try_borrow_mut().ok()?;
+                let at = cache.iter().position(|c| c.engine == self.id)?;
+                Some(cache.swap_remove(at))
+            })
+            .ok()
+            .flatten();
+        let entry = match cached {
+            Some(entry) if entry.generation == generation => entry,
+            _ => {
+                let set = self.current_set();
+                CachedRulebook {
+                    engine: self.id,
+                    alive: Arc::downgrade(&self.alive),
+                    generation: set.generation,
+                    rulebook: Rulebook::build(&set, self.limits, Arc::clone(&self.rate_limiter))?,
+                }
+            }
+        };
+        let result = f(&entry.rulebook);
+        // After a memory error the state is dropped and rebuilt by the next check, so no
+        // garbage or half-built script state carries over.
+        if !matches!(result, Err(PolicyError::MemoryExceeded { .. })) {
+            let _ = RULEBOOKS.try_with(|cell| {
+                if let Ok(mut cache) = cell.try_borrow_mut() {
+                    cache.retain(|c| c.alive.strong_count() > 0);
+                    cache.push(entry);
+                }
+            });
+        }
+        result
+    }
+}
+
+fn read_source(path: &Path) -> Result<Source, PolicyError> {
+    let text = fs::read_to_string(path).map_err(|source| PolicyError::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    Ok(Source {
+        label: path.display().to_string(),
+        text: text.into(),
+    })
+}
+
+fn watch_loop(weak: Weak<PolicyEngine>, poll: Duration, mut seen: (String, String)) {
+    let mut read_error_logged = false;
+    loop {
+        std::thread::sleep(poll);
+        let Some(engine) = weak.upgrade() else {
+            tracing::debug!("policy engine dropped; watcher stops");
+            return;
+        };
+        let on_disk = fs::read_to_string(&engine.access_path)
+            .and_then(|access| Ok((access, fs::read_to_string(&engine.moderation_path)?)));
+        let on_disk = match on_disk {
+            Ok(contents) => {
+                read_error_logged = false;
+                contents
+            }
+            Err(err) => {
+                // Editors may replace a file in two steps; only complain once per outage.
+                if !read_error_logged {
+                    tracing::warn!(error = %err, "policy watcher cannot read the scripts");
+                    read_error_logged = true;
+                }
+                continue;
+            }
+        };
+        if on_disk == seen {
+            continue;
+        }
+        seen = on_disk;
+        let current = engine.current_set();
+        if *current.access.text == *seen.0 && *current.moderation.text == *seen.1 {
+            continue; // already loaded (e.g. by a SIGHUP reload)
+        }
+        let access = Source {
+            label: engine.access_path.display().to_string(),
+            text: seen.0.as_str().into(),
+        };
+        let moderation = Source {
+            label: engine.moderation_path.display().to_string(),
+            text: seen.1.as_str().into(),
+        };
+        // `install` logs the outcome either way.
+        let _ = engine.install(access, moderation);
+    }
+}

@@ -1,0 +1,97 @@
+//! Every way a policy check can fail. Core turns any of these into the wire text
+//! `error: policy failure` (fail closed) and logs the Display form, which carries the cause.
+
+use std::path::PathBuf;
+
+/// A policy failure. Never a verdict: a check that fails is neither allowed nor denied by
+/// a rule, and the caller must refuse the request.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PolicyError {
+    /// A script file could not be read.
+    #[error("cannot read policy script {}: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// A script did not compile, or its main chunk raised an error.
+    #[error("cannot load policy script {script}: {source}")]
+    Load {
+        script: String,
+        #[source]
+        source: mlua::Error,
+    },
+
+    /// `check_script` found none of `can_read`, `can_write`, `moderate`.
+    #[error("policy script {script} defines no entry point (expected at least one of can_read, can_write, moderate)")]
+    NoEntryPoint { script: String },
+
+    /// An entry point name is bound to something that is not a function.
+    #[error("policy script {script}: `{name}` must be a function, found a {found}")]
+    BadEntryPoint {
+        script: String,
+        name: String,
+        found: String,
+    },
+
+    /// An entry point (or the main chunk) raised a Lua error.
+    #[error("policy script {script}: {entry} failed: {source}")]
+    Runtime {
+        script: String,
+        entry: String,
+        #[source]
+        source: mlua::Error,
+    },
+
+    /// The instruction budget ran out (an endless or too expensive script).
+    #[error(
+        "policy script {script}: {entry} exceeded the instruction budget of {budget} instructions"
+    )]
+    DeadlineExceeded {
+        script: String,
+        entry: String,
+        budget: u64,
+    },
+
+    /// The Lua state's memory limit was hit and the script did not recover.
+    #[error(
+        "policy script {script}: {entry} exceeded the memory limit of {limit} bytes: {source}"
+    )]
+    MemoryExceeded {
+        script: String,
+        entry: String,
+        limit: usize,
+        #[source]
+        source: mlua::Error,
+    },
+
+    /// The entry point returned something other than `buzz.allow()` / `buzz.deny(..)`.
+    #[error("policy script {script}: {entry} returned {found}; expected buzz.allow() or buzz.deny(kind, message)")]
+    BadReturn {
+        script: String,
+        entry: String,
+        found: String,
+    },
+
+    /// `buzz.rate_limit` could not reach its backend. Reported even if the script caught
+    /// the Lua error with `pcall`: a rate limit that cannot be checked fails closed.
+    #[error("policy script {script}: {entry}: rate limiter failed: {message}")]
+    RateLimiter {
+        script: String,
+        entry: String,
+        message: String,
+    },
+
+    /// The Lua state itself could not be set up.
+    #[error("cannot set up the Lua sandbox: {source}")]
+    Sandbox {
+        #[source]
+        source: mlua::Error,
+    },
+
+    /// A fixture file could not be read or parsed.
+    #[error("fixture file {}: {message}", path.display())]
+    Fixture { path: PathBuf, message: String },
+}

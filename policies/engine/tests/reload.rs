@@ -1,0 +1,135 @@
+//! Hot reload: a broken script never replaces a good one; the watcher picks up edits.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use buzz_policy::{DenyKind, PolicyError, Verdict};
+use common::{message_request, Scripts, ALLOW_ALL_MODERATION};
+
+const SAYS_A: &str = "function can_write(req) return buzz.deny('restricted', 'rule A') end";
+const SAYS_B: &str = "function can_write(req) return buzz.deny('restricted', 'rule B') end";
+const BROKEN: &str = "function can_write(req) return buzz.deny('restricted', 'rule C' end";
+
+fn says(engine: &buzz_policy::PolicyEngine) -> String {
+    match engine.check_write(&message_request()) {
+        Ok(Verdict::Deny { message, .. }) => message,
+        other => panic!("unexpected verdict {other:?}"),
+    }
+}
+
+#[test]
+fn broken_reload_keeps_the_last_good_scripts() {
+    let scripts = Scripts::new(SAYS_A, ALLOW_ALL_MODERATION);
+    let engine = scripts.load().expect("load");
+    assert_eq!(engine.generation(), 1);
+    assert_eq!(says(&engine), "rule A");
+
+    scripts.write_access(BROKEN);
+    assert!(matches!(engine.reload(), Err(PolicyError::Load { .. })));
+    assert_eq!(engine.generation(), 1);
+    assert_eq!(says(&engine), "rule A");
+
+    // A script that compiles but fails in its main chunk is refused too.
+    scripts.write_access("error('not today')");
+    assert!(engine.reload().is_err());
+    assert_eq!(says(&engine), "rule A");
+
+    // As is one whose main chunk never ends, or a file that vanished.
+    scripts.write_access("while true do end");
+    assert!(matches!(
+        engine.reload(),
+        Err(PolicyError::DeadlineExceeded { .. })
+    ));
+    std::fs::remove_file(&scripts.access).expect("remove");
+    assert!(matches!(engine.reload(), Err(PolicyError::Read { .. })));
+    assert_eq!(engine.generation(), 1);
+    assert_eq!(says(&engine), "rule A");
+
+    scripts.write_access(SAYS_B);
+    engine.reload().expect("fixed reload");
+    assert_eq!(engine.generation(), 2);
+    assert_eq!(says(&engine), "rule B");
+}
+
+#[test]
+fn reload_reaches_threads_that_already_have_a_state() {
+    let scripts = Scripts::new(SAYS_A, ALLOW_ALL_MODERATION);
+    let engine = Arc::new(scripts.load().expect("load"));
+    let (to_worker, worker_rx) = std::sync::mpsc::channel::<()>();
+    let (to_main, main_rx) = std::sync::mpsc::channel::<String>();
+    let worker = {
+        let engine = Arc::clone(&engine);
+        std::thread::spawn(move || {
+            while worker_rx.recv().is_ok() {
+                if to_main.send(says(&engine)).is_err() {
+                    break;
+                }
+            }
+        })
+    };
+    to_worker.send(()).expect("send");
+    assert_eq!(main_rx.recv().expect("answer"), "rule A");
+    scripts.write_access(SAYS_B);
+    engine.reload().expect("reload");
+    to_worker.send(()).expect("send");
+    assert_eq!(main_rx.recv().expect("answer"), "rule B");
+    drop(to_worker);
+    worker.join().expect("worker");
+}
+
+fn wait_for(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !done() {
+        assert!(started.elapsed() < timeout, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn watcher_reloads_on_change_and_ignores_broken_edits() {
+    let poll = Duration::from_millis(20);
+    let scripts = Scripts::new(SAYS_A, ALLOW_ALL_MODERATION);
+    let engine = Arc::new(scripts.load().expect("load"));
+    let watcher = engine.watch(poll);
+
+    // Nothing changes: no reloads.
+    std::thread::sleep(poll * 5);
+    assert_eq!(engine.generation(), 1);
+
+    scripts.write_access(SAYS_B);
+    wait_for("the change", poll * 50, || engine.generation() == 2);
+    assert_eq!(says(&engine), "rule B");
+
+    scripts.write_access(BROKEN);
+    std::thread::sleep(poll * 5);
+    assert_eq!(engine.generation(), 2, "a broken edit must not load");
+    assert_eq!(says(&engine), "rule B");
+
+    scripts.write_access(SAYS_A);
+    wait_for("the fix", poll * 50, || engine.generation() == 3);
+    assert_eq!(says(&engine), "rule A");
+
+    // The watcher holds only a Weak: dropping the engine stops it.
+    drop(engine);
+    wait_for("the watcher to stop", poll * 50, || watcher.is_finished());
+    watcher.join().expect("watcher thread");
+}
+
+#[test]
+fn watcher_skips_content_already_loaded_by_an_explicit_reload() {
+    let poll = Duration::from_millis(20);
+    let scripts = Scripts::new(SAYS_A, ALLOW_ALL_MODERATION);
+    let engine = Arc::new(scripts.load().expect("load"));
+    let _watcher = engine.watch(poll);
+    scripts.write_access(SAYS_B);
+    // Like SIGHUP: reload right away; the watcher must not load it a second time.
+    let _ = engine.reload();
+    std::thread::sleep(poll * 6);
+    assert_eq!(engine.generation(), 2);
+    assert_eq!(
+        engine.check_write(&message_request()).ok(),
+        Some(Verdict::deny(DenyKind::Restricted, "rule B"))
+    );
+}
