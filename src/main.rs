@@ -26,6 +26,27 @@ enum Command {
         #[arg(long)]
         status: bool,
     },
+    /// Validate or test Lua policies.
+    Policy {
+        #[command(subcommand)]
+        action: PolicyCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum PolicyCommand {
+    /// Load a policy script in the sandbox and check its entry points.
+    Check { file: PathBuf },
+    /// Run data-driven fixtures (event/context → expected verdict) against the policies.
+    Test {
+        fixtures: PathBuf,
+        /// Access script to test instead of the fixture's own set.
+        #[arg(long)]
+        access: Option<PathBuf>,
+        /// Moderation script to test instead of the fixture's own set.
+        #[arg(long)]
+        moderation: Option<PathBuf>,
+    },
 }
 
 #[tokio::main]
@@ -37,10 +58,49 @@ async fn main() -> anyhow::Result<()> {
         )
         .init();
     let cli = Cli::parse();
+    if let Some(Command::Policy { action }) = cli.command {
+        return policy(action);
+    }
     let settings = Settings::load(cli.config.as_deref())?;
     match cli.command {
         Some(Command::Migrate { status }) => migrate(&settings, status).await,
-        None => serve(settings).await,
+        Some(Command::Policy { .. }) | None => serve(settings).await,
+    }
+}
+
+fn policy(action: PolicyCommand) -> anyhow::Result<()> {
+    match action {
+        PolicyCommand::Check { file } => {
+            let entry_points = buzz_policy::script_entry_points(&file)
+                .with_context(|| format!("{} is not a usable policy", file.display()))?;
+            println!("{}: ok ({})", file.display(), entry_points.join(", "));
+            Ok(())
+        }
+        PolicyCommand::Test {
+            fixtures,
+            access,
+            moderation,
+        } => {
+            let options = buzz_policy::FixtureOptions {
+                access,
+                moderation,
+                ..Default::default()
+            };
+            let report = buzz_policy::run_fixtures(&fixtures, &options)
+                .with_context(|| format!("running {}", fixtures.display()))?;
+            for case in report.failures() {
+                println!(
+                    "FAIL {}: expected {}, got {}",
+                    case.name, case.expected, case.actual
+                );
+            }
+            println!("{} passed, {} failed", report.passed(), report.failed());
+            if report.is_success() {
+                Ok(())
+            } else {
+                anyhow::bail!("{} fixture case(s) failed", report.failed())
+            }
+        }
     }
 }
 

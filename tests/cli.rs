@@ -58,3 +58,45 @@ fn migrate_status_then_migrate_then_status() {
         "{text}"
     );
 }
+
+fn run(args: &[&str]) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_buzz-relay"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("run buzz-relay");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+#[test]
+fn policy_check_accepts_the_defaults_and_refuses_broken_scripts() {
+    let (ok, text) = run(&["policy", "check", "policies/access.lua"]);
+    assert!(ok && text.contains("can_read"), "{text}");
+    let (ok, text) = run(&["policy", "check", "policies/moderation.lua"]);
+    assert!(ok && text.contains("moderate"), "{text}");
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let broken = dir.path().join("broken.lua");
+    std::fs::write(&broken, "function can_read(req) return buzz.allow( end").expect("write");
+    let (ok, text) = run(&["policy", "check", broken.to_str().expect("utf8 path")]);
+    assert!(!ok, "a syntax error must fail: {text}");
+    let escape = dir.path().join("escape.lua");
+    std::fs::write(
+        &escape,
+        "os.execute('true')\nfunction can_read(req) return buzz.allow() end",
+    )
+    .expect("write");
+    let (ok, text) = run(&["policy", "check", escape.to_str().expect("utf8 path")]);
+    assert!(!ok, "the sandbox has no os library: {text}");
+}
+
+#[test]
+fn policy_test_runs_the_shipped_fixtures() {
+    let (ok, text) = run(&["policy", "test", "policies/fixtures/default.json"]);
+    assert!(ok && text.contains(" passed, 0 failed"), "{text}");
+}

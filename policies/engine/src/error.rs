@@ -21,7 +21,7 @@ pub enum PolicyError {
     Load {
         script: String,
         #[source]
-        source: mlua::Error,
+        source: Box<mlua::Error>,
     },
 
     /// `check_script` found none of `can_read`, `can_write`, `moderate`.
@@ -40,9 +40,9 @@ pub enum PolicyError {
     #[error("policy script {script}: {entry} failed: {source}")]
     Runtime {
         script: String,
-        entry: String,
+        entry: &'static str,
         #[source]
-        source: mlua::Error,
+        source: Box<mlua::Error>,
     },
 
     /// The instruction budget ran out (an endless or too expensive script).
@@ -51,7 +51,7 @@ pub enum PolicyError {
     )]
     DeadlineExceeded {
         script: String,
-        entry: String,
+        entry: &'static str,
         budget: u64,
     },
 
@@ -61,17 +61,17 @@ pub enum PolicyError {
     )]
     MemoryExceeded {
         script: String,
-        entry: String,
+        entry: &'static str,
         limit: usize,
         #[source]
-        source: mlua::Error,
+        source: Box<mlua::Error>,
     },
 
     /// The entry point returned something other than `buzz.allow()` / `buzz.deny(..)`.
     #[error("policy script {script}: {entry} returned {found}; expected buzz.allow() or buzz.deny(kind, message)")]
     BadReturn {
         script: String,
-        entry: String,
+        entry: &'static str,
         found: String,
     },
 
@@ -80,7 +80,7 @@ pub enum PolicyError {
     #[error("policy script {script}: {entry}: rate limiter failed: {message}")]
     RateLimiter {
         script: String,
-        entry: String,
+        entry: &'static str,
         message: String,
     },
 
@@ -88,7 +88,7 @@ pub enum PolicyError {
     #[error("cannot set up the Lua sandbox: {source}")]
     Sandbox {
         #[source]
-        source: mlua::Error,
+        source: Box<mlua::Error>,
     },
 
     /// A fixture file could not be read or parsed.

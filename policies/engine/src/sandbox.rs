@@ -57,7 +57,9 @@ impl Sandbox {
         limits: PolicyLimits,
         limiter: Arc<dyn RateLimiter>,
     ) -> Result<Sandbox, PolicyError> {
-        Sandbox::build(limits, limiter).map_err(|source| PolicyError::Sandbox { source })
+        Sandbox::build(limits, limiter).map_err(|e| PolicyError::Sandbox {
+            source: Box::new(e),
+        })
     }
 
     fn build(limits: PolicyLimits, limiter: Arc<dyn RateLimiter>) -> mlua::Result<Sandbox> {
@@ -128,7 +130,7 @@ impl Sandbox {
     pub(crate) fn load(&self, label: &str, source: &str) -> Result<LoadedScript, PolicyError> {
         let load_error = |source| PolicyError::Load {
             script: label.to_owned(),
-            source,
+            source: Box::new(source),
         };
         self.ctx.begin(&self.lua, 0).map_err(load_error)?;
         let (globals, env) = self.script_tables(label).map_err(load_error)?;
@@ -141,7 +143,10 @@ impl Sandbox {
             .exec();
         if let Err(err) = run {
             return Err(match self.failure(label, MAIN_CHUNK, err) {
-                PolicyError::Runtime { source, .. } => load_error(source),
+                PolicyError::Runtime { source, .. } => PolicyError::Load {
+                    script: label.to_owned(),
+                    source,
+                },
                 other => other,
             });
         }
@@ -217,7 +222,7 @@ impl Sandbox {
             .raw_get(name)
             .map_err(|source| PolicyError::Load {
                 script: script.label.clone(),
-                source,
+                source: Box::new(source),
             })?;
         match value {
             Value::Nil => Ok(None),
@@ -234,7 +239,9 @@ impl Sandbox {
     pub(crate) fn begin(&self, now: i64) -> Result<(), PolicyError> {
         self.ctx
             .begin(&self.lua, now)
-            .map_err(|source| PolicyError::Sandbox { source })
+            .map_err(|source| PolicyError::Sandbox {
+                source: Box::new(source),
+            })
     }
 
     /// Builds a request table. mlua runs every allocating API call in protected mode while a
@@ -252,7 +259,9 @@ impl Sandbox {
         &self,
         build: impl FnOnce() -> mlua::Result<Table>,
     ) -> Result<Table, PolicyError> {
-        let sandbox_error = |source| PolicyError::Sandbox { source };
+        let sandbox_error = |source| PolicyError::Sandbox {
+            source: Box::new(source),
+        };
         self.lua.set_memory_limit(0).map_err(sandbox_error)?;
         let built = build();
         self.lua
@@ -262,12 +271,12 @@ impl Sandbox {
         if self.lua.used_memory() > self.limits.memory_bytes {
             return Err(PolicyError::MemoryExceeded {
                 script: REQUEST.to_owned(),
-                entry: BUILDING_REQ.to_owned(),
+                entry: BUILDING_REQ,
                 limit: self.limits.memory_bytes,
-                source: mlua::Error::MemoryError(format!(
+                source: Box::new(mlua::Error::MemoryError(format!(
                     "the request needs {} bytes of Lua memory",
                     self.lua.used_memory()
-                )),
+                ))),
             });
         }
         // Building ran under the instruction hook; the scripts get the full budget.
@@ -279,7 +288,7 @@ impl Sandbox {
     pub(crate) fn call(
         &self,
         script: &str,
-        entry: &str,
+        entry: &'static str,
         function: &Function,
         req: &Table,
     ) -> Result<Verdict, PolicyError> {
@@ -287,7 +296,7 @@ impl Sandbox {
         if let Some(message) = self.ctx.take_limiter_error() {
             return Err(PolicyError::RateLimiter {
                 script: script.to_owned(),
-                entry: entry.to_owned(),
+                entry,
                 message,
             });
         }
@@ -297,7 +306,7 @@ impl Sandbox {
         match result {
             Ok(value) => parse_verdict(&value).map_err(|found| PolicyError::BadReturn {
                 script: script.to_owned(),
-                entry: entry.to_owned(),
+                entry,
                 found,
             }),
             Err(err) => Err(self.failure(script, entry, err)),
@@ -305,11 +314,16 @@ impl Sandbox {
     }
 
     /// Classifies a Lua error raised while running `entry` of `script`.
-    pub(crate) fn failure(&self, script: &str, entry: &str, err: mlua::Error) -> PolicyError {
+    pub(crate) fn failure(
+        &self,
+        script: &str,
+        entry: &'static str,
+        err: mlua::Error,
+    ) -> PolicyError {
         if let Some(message) = self.ctx.take_limiter_error() {
             return PolicyError::RateLimiter {
                 script: script.to_owned(),
-                entry: entry.to_owned(),
+                entry,
                 message,
             };
         }
@@ -319,22 +333,22 @@ impl Sandbox {
         if is_memory_error(&err) {
             return PolicyError::MemoryExceeded {
                 script: script.to_owned(),
-                entry: entry.to_owned(),
+                entry,
                 limit: self.limits.memory_bytes,
-                source: err,
+                source: Box::new(err),
             };
         }
         PolicyError::Runtime {
             script: script.to_owned(),
-            entry: entry.to_owned(),
-            source: err,
+            entry,
+            source: Box::new(err),
         }
     }
 
-    fn deadline(&self, script: &str, entry: &str) -> PolicyError {
+    fn deadline(&self, script: &str, entry: &'static str) -> PolicyError {
         PolicyError::DeadlineExceeded {
             script: script.to_owned(),
-            entry: entry.to_owned(),
+            entry,
             budget: self.ctx.budget(),
         }
     }

@@ -101,7 +101,13 @@ fn deadline_in_moderate_stops_the_check() {
     let engine = scripts.load().expect("load");
     let result = engine.check_write(&message_request());
     assert!(
-        matches!(result, Err(PolicyError::DeadlineExceeded { ref entry, .. }) if entry == "moderate"),
+        matches!(
+            result,
+            Err(PolicyError::DeadlineExceeded {
+                entry: "moderate",
+                ..
+            })
+        ),
         "{result:?}"
     );
 }

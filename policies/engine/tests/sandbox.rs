@@ -14,8 +14,11 @@ enum Want {
     Allow,
     Deny(DenyKind, &'static str),
     /// An `Err` of this shape whose Display contains the text.
-    Err(fn(&PolicyError) -> bool, &'static str),
+    Err(IsExpected, &'static str),
 }
+
+/// Does an error have the expected shape?
+type IsExpected = fn(&PolicyError) -> bool;
 
 fn runtime(e: &PolicyError) -> bool {
     matches!(e, PolicyError::Runtime { .. })
@@ -317,7 +320,7 @@ fn script_errors_are_errors() {
 
 #[test]
 fn load_errors() {
-    let cases: Vec<(&str, &str, fn(&PolicyError) -> bool)> = vec![
+    let cases: Vec<(&str, &str, IsExpected)> = vec![
         (
             "syntax error",
             "function can_write(req) return buzz.allow( end",
@@ -433,7 +436,7 @@ fn check_script_lists_entry_points() {
     assert_eq!(ENTRY_POINTS, ["can_read", "can_write", "moderate"]);
 
     let dir = tempfile::tempdir().expect("temp dir");
-    let cases: Vec<(&str, &str, fn(&PolicyError) -> bool)> = vec![
+    let cases: Vec<(&str, &str, IsExpected)> = vec![
         ("no entry point", "local x = 1", |e| {
             matches!(e, PolicyError::NoEntryPoint { .. })
         }),
