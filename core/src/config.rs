@@ -341,9 +341,11 @@ mod tests {
 
     #[test]
     fn bad_values_are_refused_with_the_key() {
-        let err = load(Some("[server]\npublic_scheme = \"ftp\"\n"), &[]).unwrap_err();
+        let err =
+            load(Some("[server]\npublic_scheme = \"ftp\"\n"), &[]).expect_err("must be refused");
         assert!(format!("{err:#}").contains("public_scheme"));
-        let err = load(Some("[storage]\nauto_migrate = \"maybe\"\n"), &[]).unwrap_err();
+        let err =
+            load(Some("[storage]\nauto_migrate = \"maybe\"\n"), &[]).expect_err("must be refused");
         assert!(
             format!("{err:#}").contains("auto_migrate") || format!("{err:#}").contains("boolean"),
             "{err:#}"

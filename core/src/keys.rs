@@ -127,15 +127,24 @@ mod tests {
 
         let mut tampered = ev.clone();
         tampered.content.push('!');
-        let err = limits.check(&tampered, now).unwrap_err().to_string();
+        let err = limits
+            .check(&tampered, now)
+            .expect_err("must be refused")
+            .to_string();
         assert!(err.starts_with("invalid: event id"), "{err}");
 
         let mut bad_sig = ev.clone();
         bad_sig.sig = keys.sign(1, vec![], "other", now).sig;
-        let err = limits.check(&bad_sig, now).unwrap_err().to_string();
+        let err = limits
+            .check(&bad_sig, now)
+            .expect_err("must be refused")
+            .to_string();
         assert!(err.starts_with("invalid: signature"), "{err}");
 
-        let err = limits.check(&ev, now + 16 * 60).unwrap_err().to_string();
+        let err = limits
+            .check(&ev, now + 16 * 60)
+            .expect_err("must be refused")
+            .to_string();
         assert!(err.contains("created_at"), "{err}");
     }
 

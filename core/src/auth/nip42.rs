@@ -87,7 +87,9 @@ mod tests {
             (keys.sign(1, vec![], "", now), "22242"),
         ];
         for (event, needle) in cases {
-            let err = verify(&event, "c1", &url, now).unwrap_err().to_string();
+            let err = verify(&event, "c1", &url, now)
+                .expect_err("must be refused")
+                .to_string();
             assert!(
                 err.starts_with("invalid: ") && err.contains(needle),
                 "{err}"

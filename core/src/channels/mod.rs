@@ -168,11 +168,18 @@ fn author_delete(conn: &mut Conn<'_>, cid: i64, event: &Event, now: i64) -> Resu
 /// 9040–9044: community membership, bans and timeouts.
 fn community_admin(conn: &mut Conn<'_>, cid: i64, event: &Event, now: i64) -> Result<(), Reason> {
     let who = validate::member_of(event).unwrap_or_default();
-    let reason = event.tag_value("reason").unwrap_or_default();
+    let sanction = |kind, until| state::Sanction {
+        pubkey: who,
+        kind,
+        until,
+        reason: event.tag_value("reason").unwrap_or_default(),
+        by: &event.pubkey,
+        at: now,
+    };
     match event.kind {
         COMMUNITY_ADD_MEMBER => state::add_community_member(conn, cid, who, &event.pubkey, now),
         COMMUNITY_REMOVE_MEMBER => state::remove_community_member(conn, cid, who),
-        BAN => state::set_sanction(conn, cid, who, "ban", None, reason, &event.pubkey, now),
+        BAN => state::set_sanction(conn, cid, &sanction("ban", None)),
         UNBAN => state::remove_sanction(conn, cid, who, "ban"),
         TIMEOUT => {
             let until = event
@@ -182,16 +189,7 @@ fn community_admin(conn: &mut Conn<'_>, cid: i64, event: &Event, now: i64) -> Re
             if until <= now {
                 state::remove_sanction(conn, cid, who, "timeout")
             } else {
-                state::set_sanction(
-                    conn,
-                    cid,
-                    who,
-                    "timeout",
-                    Some(until),
-                    reason,
-                    &event.pubkey,
-                    now,
-                )
+                state::set_sanction(conn, cid, &sanction("timeout", Some(until)))
             }
         }
         _ => Ok(()),

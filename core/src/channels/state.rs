@@ -270,26 +270,32 @@ pub fn remove_community_member(
     Ok(())
 }
 
-/// Record a ban (`until` = None) or a timeout.
+/// A ban (`until` = None) or a timeout of one pubkey.
+pub struct Sanction<'a> {
+    pub pubkey: &'a str,
+    /// `"ban"` or `"timeout"`.
+    pub kind: &'a str,
+    pub until: Option<i64>,
+    pub reason: &'a str,
+    pub by: &'a str,
+    pub at: i64,
+}
+
+/// Record (or replace) a sanction.
 pub fn set_sanction(
     conn: &mut Conn<'_>,
     community_id: i64,
-    pubkey: &str,
-    sanction: &str,
-    until: Option<i64>,
-    reason: &str,
-    by: &str,
-    now: i64,
+    s: &Sanction<'_>,
 ) -> Result<(), Reason> {
     with_conn!(conn, |c| diesel::insert_into(community_sanctions::table)
         .values((
             community_sanctions::community_id.eq(community_id),
-            community_sanctions::pubkey.eq(pubkey),
-            community_sanctions::sanction.eq(sanction),
-            community_sanctions::until_at.eq(until),
-            community_sanctions::reason.eq(reason),
-            community_sanctions::created_by.eq(by),
-            community_sanctions::created_at.eq(now),
+            community_sanctions::pubkey.eq(s.pubkey),
+            community_sanctions::sanction.eq(s.kind),
+            community_sanctions::until_at.eq(s.until),
+            community_sanctions::reason.eq(s.reason),
+            community_sanctions::created_by.eq(s.by),
+            community_sanctions::created_at.eq(s.at),
         ))
         .on_conflict((
             community_sanctions::community_id,
@@ -298,10 +304,10 @@ pub fn set_sanction(
         ))
         .do_update()
         .set((
-            community_sanctions::until_at.eq(until),
-            community_sanctions::reason.eq(reason),
-            community_sanctions::created_by.eq(by),
-            community_sanctions::created_at.eq(now),
+            community_sanctions::until_at.eq(s.until),
+            community_sanctions::reason.eq(s.reason),
+            community_sanctions::created_by.eq(s.by),
+            community_sanctions::created_at.eq(s.at),
         ))
         .execute(c))?;
     Ok(())

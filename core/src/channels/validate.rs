@@ -109,26 +109,23 @@ pub fn check(event: &Event) -> Result<(), Reason> {
                 }
             }
             if kind == TIMEOUT
-                && !event
+                && event
                     .tag_value("until")
-                    .is_some_and(|u| u.parse::<i64>().is_ok())
+                    .and_then(|u| u.parse::<i64>().ok())
+                    .is_none()
             {
                 return Err(Reason::invalid(
                     "a timeout needs an until tag (unix seconds)",
                 ));
             }
         }
-        MODERATE_REMOVE => {
-            if !target_id(event).is_some_and(is_hex64) {
-                return Err(Reason::invalid("a removal needs an e tag naming the event"));
-            }
+        MODERATE_REMOVE if !target_id(event).is_some_and(is_hex64) => {
+            return Err(Reason::invalid("a removal needs an e tag naming the event"));
         }
-        k if TARGETING.contains(&k) => {
-            if !target_id(event).is_some_and(is_hex64) {
-                return Err(Reason::invalid(format!(
-                    "kind {k} needs an e tag naming its target"
-                )));
-            }
+        k if TARGETING.contains(&k) && !target_id(event).is_some_and(is_hex64) => {
+            return Err(Reason::invalid(format!(
+                "kind {k} needs an e tag naming its target"
+            )));
         }
         _ => {}
     }

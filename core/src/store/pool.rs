@@ -77,11 +77,11 @@ impl Pool {
         match self {
             Pool::Sqlite(p) => {
                 let mut c = p.get().map_err(StoreError::from)?;
-                f(Conn::Sqlite(&mut *c))
+                f(Conn::Sqlite(&mut c))
             }
             Pool::Pg(p) => {
                 let mut c = p.get().map_err(StoreError::from)?;
-                f(Conn::Pg(&mut *c))
+                f(Conn::Pg(&mut c))
             }
         }
     }

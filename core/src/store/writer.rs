@@ -23,9 +23,11 @@ const QUEUE_DEPTH: usize = 8_192;
 type AnyBox = Box<dyn Any + Send>;
 type Job = Box<dyn FnOnce(&mut Conn<'_>) -> Result<AnyBox, Reason> + Send>;
 
+type Reply = oneshot::Sender<Result<AnyBox, Reason>>;
+
 struct Request {
     job: Job,
-    reply: oneshot::Sender<Result<AnyBox, Reason>>,
+    reply: Reply,
 }
 
 pub(crate) struct Writer {
@@ -96,10 +98,11 @@ fn run(pool: Pool, mut rx: mpsc::Receiver<Request>) {
         }
         let outcome = pool.with_conn(|mut conn| {
             let jobs = std::mem::take(&mut batch);
-            Ok(match &mut conn {
+            match &mut conn {
                 Conn::Sqlite(c) => commit_batch(&mut **c, |c| Conn::Sqlite(c), jobs),
                 Conn::Pg(c) => commit_batch(&mut **c, |c| Conn::Pg(c), jobs),
-            })
+            }
+            Ok(())
         });
         if let Err(err) = outcome {
             // No connection at all: the batch was consumed by nobody; nothing to answer
@@ -116,10 +119,7 @@ fn commit_batch<C: Connection>(
     wrap: impl Fn(&mut C) -> Conn<'_>,
     jobs: Vec<Request>,
 ) {
-    let mut answers: Vec<(
-        oneshot::Sender<Result<AnyBox, Reason>>,
-        Result<AnyBox, Reason>,
-    )> = Vec::with_capacity(jobs.len());
+    let mut answers: Vec<(Reply, Result<AnyBox, Reason>)> = Vec::with_capacity(jobs.len());
     let committed = conn.transaction::<(), diesel::result::Error, _>(|conn| {
         for Request { job, reply } in jobs {
             let result = conn.transaction::<AnyBox, Reason, _>(|c| job(&mut wrap(c)));

@@ -126,7 +126,8 @@ impl PolicyEngine {
     }
 
     /// Starts a thread that polls both files every `poll` and reloads when their contents
-    /// change (a broken edit is logged once and retried when the file changes again). The
+    /// changed and then read the same at the next poll (so a half-written file is not
+    /// loaded). A broken edit is logged once and retried when the file changes again. The
     /// thread holds only a `Weak` and ends within one `poll` after the last `Arc` is dropped.
     pub fn watch(self: &Arc<Self>, poll: Duration) -> JoinHandle<()> {
         let engine = Arc::downgrade(self);
@@ -243,6 +244,10 @@ fn read_source(path: &Path) -> Result<Source, PolicyError> {
 
 fn watch_loop(weak: Weak<PolicyEngine>, poll: Duration, mut seen: (String, String)) {
     let mut read_error_logged = false;
+    // Contents that differ from `seen`, read at the previous poll. A change is loaded only
+    // once two polls in a row read the same contents, so a file caught half-written (e.g.
+    // truncated, which would load as a script without entry points) is never loaded.
+    let mut pending: Option<(String, String)> = None;
     loop {
         std::thread::sleep(poll);
         let Some(engine) = weak.upgrade() else {
@@ -266,8 +271,14 @@ fn watch_loop(weak: Weak<PolicyEngine>, poll: Duration, mut seen: (String, Strin
             }
         };
         if on_disk == seen {
+            pending = None;
             continue;
         }
+        if pending.as_ref() != Some(&on_disk) {
+            pending = Some(on_disk);
+            continue;
+        }
+        pending = None;
         seen = on_disk;
         let current = engine.current_set();
         if *current.access.text == *seen.0 && *current.moderation.text == *seen.1 {

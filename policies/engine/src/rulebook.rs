@@ -27,13 +27,14 @@ pub(crate) struct ScriptSet {
     pub(crate) moderation: Source,
 }
 
+/// Field order matters: the entry points are dropped before their sandbox.
 pub(crate) struct Rulebook {
-    sandbox: Sandbox,
     access: String,
     moderation: String,
     moderate: Option<Function>,
     can_write: Option<Function>,
     can_read: Option<Function>,
+    sandbox: Sandbox,
 }
 
 impl Rulebook {

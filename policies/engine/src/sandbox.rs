@@ -29,8 +29,8 @@ pub(crate) const MAIN_CHUNK: &str = "main chunk";
 const REQUEST: &str = "(request)";
 const BUILDING_REQ: &str = "building req";
 
+/// Field order matters: Lua values are dropped before the state that owns them (`lua`).
 pub(crate) struct Sandbox {
-    lua: Lua,
     ctx: Arc<CallCtx>,
     limits: PolicyLimits,
     /// Allow-listed globals each script's `globals` starts from.
@@ -43,6 +43,7 @@ pub(crate) struct Sandbox {
     make_write_req: Function,
     make_read_req: Function,
     frozen_global_error: Function,
+    lua: Lua,
 }
 
 /// A script loaded into a [`Sandbox`].
@@ -169,6 +170,8 @@ impl Sandbox {
         let env = self.lua.create_table()?;
         let load_meta = self.lua.create_table()?;
         load_meta.raw_set("__index", &globals)?;
+        // Protected already while loading, so the chunk cannot grab `globals` through it.
+        load_meta.raw_set("__metatable", false)?;
         env.set_metatable(Some(load_meta))?;
         globals.raw_set("_G", &env)?;
         Ok((globals, env))
@@ -268,6 +271,10 @@ impl Sandbox {
             .set_memory_limit(self.limits.memory_bytes)
             .map_err(sandbox_error)?;
         let table = built.map_err(|e| self.failure(REQUEST, BUILDING_REQ, e))?;
+        if self.lua.used_memory() > self.limits.memory_bytes {
+            // Part of it may be garbage of earlier checks: collect before refusing.
+            let _ = self.lua.gc_collect();
+        }
         if self.lua.used_memory() > self.limits.memory_bytes {
             return Err(PolicyError::MemoryExceeded {
                 script: REQUEST.to_owned(),

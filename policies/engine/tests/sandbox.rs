@@ -154,6 +154,24 @@ fn globals_and_shared_tables_are_frozen() {
 }
 
 #[test]
+fn the_main_chunk_cannot_keep_a_writable_handle_on_globals() {
+    let access = "local ok, meta = pcall(getmetatable, _G)\n\
+                  HANDLE = meta\n\
+                  function can_write(req)\n\
+                    if HANDLE ~= false then return buzz.deny('invalid', 'got a handle') end\n\
+                    return buzz.allow()\n\
+                  end\n";
+    let (_scripts, engine) = engine_with_access(access);
+    check(
+        "handle",
+        engine.check_write(&message_request()),
+        &Want::Allow,
+    );
+    let scripts = Scripts::new("setmetatable(_G, {})", ALLOW_ALL_MODERATION);
+    assert!(matches!(scripts.load(), Err(PolicyError::Load { .. })));
+}
+
+#[test]
 fn globals_defined_at_load_are_frozen_too() {
     let access = "counter = 0\n\
                   function can_write(req) counter = counter + 1 return buzz.allow() end\n";

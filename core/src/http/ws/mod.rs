@@ -23,6 +23,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use tokio::sync::{broadcast, mpsc, Notify, Semaphore};
 
+/// How long a closing handshake may wait for a slow client.
+const CLOSE_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Upgrade `GET /` to a WebSocket; an unknown host refuses the upgrade with 404.
 pub(super) async fn upgrade(
     req: HttpRequest,
@@ -172,9 +175,11 @@ impl Connection {
                 description: None,
             }),
         };
-        // Give queued notices a moment to reach the writer before closing.
+        // Give queued notices a moment to reach the writer before closing. The close is
+        // best-effort and bounded: a client that stopped reading must not park this task
+        // (dropping the session then ends the connection).
         tokio::task::yield_now().await;
-        let _ = self.session.close(reason).await;
+        let _ = tokio::time::timeout(CLOSE_GRACE, self.session.close(reason)).await;
     }
 
     async fn on_text(&mut self, text: &str) {
