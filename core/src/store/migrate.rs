@@ -65,6 +65,11 @@ impl Migrations {
             .map_err(|e| StoreError::Migration(e.to_string()))
     }
 
+    /// Run `f` on a connection of this database (status tools read through it).
+    pub fn with_conn<R>(&self, f: impl FnOnce(Conn<'_>) -> Result<R, Reason>) -> Result<R, Reason> {
+        self.pool.with_conn(f)
+    }
+
     /// Apply every pending migration; returns the names applied.
     pub fn run_pending(&self) -> Result<Vec<String>, StoreError> {
         self.pool

@@ -1,0 +1,74 @@
+//! `buzz-admin` reports what the relay's database and config hold.
+
+use std::process::Command;
+
+#[test]
+fn reports_migrations_communities_plugins_and_policies() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("buzz.db");
+    let policies = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../policies");
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[storage]\ndatabase_url = \"sqlite://{}\"\n[policies]\naccess = \"{}\"\nmoderation = \"{}\"\n",
+            db.display(),
+            policies.join("access.lua").display(),
+            dir.path().join("missing.lua").display(),
+        ),
+    )
+    .expect("config");
+    let admin = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_buzz-admin"))
+            .arg("--config")
+            .arg(&config)
+            .args(args)
+            .output()
+            .expect("run buzz-admin");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let before = admin(&[]);
+    assert!(before.contains("0 applied, 1 pending"), "{before}");
+    assert!(before.contains("(none stored yet)"), "{before}");
+
+    let url = format!("sqlite://{}", db.display());
+    let migrations = buzz_core::store::Store::migrations(&url).expect("open");
+    migrations.run_pending().expect("migrate");
+    migrations
+        .with_conn(|mut conn| {
+            use buzz_core::store::schema::communities;
+            use diesel::prelude::*;
+            buzz_core::with_conn!(&mut conn, |c| diesel::insert_into(communities::table)
+                .values((
+                    communities::host.eq("localhost"),
+                    communities::name.eq("Local")
+                ))
+                .execute(c))?;
+            Ok(())
+        })
+        .expect("community row");
+
+    let after = admin(&[]);
+    assert!(after.contains("1 applied, 0 pending"), "{after}");
+    assert!(
+        after.contains("localhost") && after.contains("0 events"),
+        "{after}"
+    );
+    assert!(
+        after.contains("channel_windows") && after.contains("read_state               disabled"),
+        "{after}"
+    );
+    assert!(
+        after.contains("access.lua") && after.contains("ok (can_read, can_write)"),
+        "{after}"
+    );
+    assert!(
+        after.contains("missing.lua") && after.contains("BROKEN"),
+        "{after}"
+    );
+}
