@@ -53,6 +53,10 @@ struct Args {
     /// `limits.max_inflight_events`, the most it processes at once per connection).
     #[arg(long)]
     inflight: Option<usize>,
+    /// Set the relay's `limits.max_inflight_events` (EVENTs one connection may have in
+    /// flight; default: the relay's default).
+    #[arg(long)]
+    relay_inflight: Option<usize>,
     /// Relay HTTP workers (0 = one per core, the relay's default).
     #[arg(long, default_value_t = 0)]
     workers: usize,
@@ -202,6 +206,9 @@ async fn ingest(args: &Args) -> anyhow::Result<IngestFigures> {
         let policies = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../policies");
         settings.policies.access = policies.join("access.lua");
         settings.policies.moderation = policies.join("moderation.lua");
+    }
+    if let Some(n) = args.relay_inflight {
+        settings.limits.max_inflight_events = n;
     }
     let inflight = args.inflight.unwrap_or(settings.limits.max_inflight_events);
     let relay = RelayBuilder::new(settings)
@@ -422,6 +429,18 @@ mod cpu {
                 .collect();
             groups.sort_by(|a, b| b.1.total_cmp(&a.1));
             groups
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        #[test]
+        fn stat_lines_parse_even_with_odd_thread_names() {
+            let line = "4242 (actix-server wo) S 1 2 3 4 5 6 7 8 9 10 250 17 0 0 20 0";
+            assert_eq!(super::parse(line), Some(("actix-server wo".into(), 267)));
+            let odd = "7 (a) b (c)) R 1 2 3 4 5 6 7 8 9 10 3 4 0 0";
+            assert_eq!(super::parse(odd), Some(("a) b (c)".into(), 7)));
+            assert_eq!(super::parse("garbage"), None);
         }
     }
 }
