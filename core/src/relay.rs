@@ -117,12 +117,18 @@ impl RelayBuilder {
             };
 
         let policy = load_policies(&settings, self.handle_signals)?;
+        let access = Arc::new(AccessService::new(
+            store.clone(),
+            policy,
+            self.clock.clone(),
+        ));
+        access.follow(&bus);
         let services = Services {
             store: store.clone(),
             relay_keys,
             clock: self.clock.clone(),
             bus,
-            access: Arc::new(AccessService::new(store.clone(), policy, self.clock)),
+            access,
             redis,
             redis_prefix: prefix,
             settings: settings.clone(),

@@ -1,6 +1,6 @@
 //! Read-only facts the policies decide on, loaded from storage in one blocking read.
 
-use crate::channels::state::{load_channel, ChannelRow};
+use crate::channels::state::ChannelRow;
 use crate::community::Community;
 use crate::error::Reason;
 use crate::event::Event;
@@ -79,23 +79,27 @@ impl Person {
     }
 }
 
-/// Load everything about `pubkey` in `community`.
-pub(super) fn person(
-    conn: &mut Conn<'_>,
-    community: &Community,
-    pubkey: Option<&str>,
-    now: i64,
-) -> Result<Person, Reason> {
-    let Some(pk) = pubkey else {
-        return Ok(Person {
+impl Person {
+    /// Someone who has not authenticated.
+    pub(super) fn anonymous() -> Person {
+        Person {
             pubkey: None,
             owner: false,
             member: false,
             ban: None,
             timeout_until: None,
             channels: HashMap::new(),
-        });
-    };
+        }
+    }
+}
+
+/// Load everything about `pk` in `community`. Time-dependent facts stay raw (a
+/// timeout's end is passed on as stored; the policy compares it with `now`).
+pub(super) fn person(
+    conn: &mut Conn<'_>,
+    community: &Community,
+    pk: &str,
+) -> Result<Person, Reason> {
     let cid = community.id;
     let listed: i64 = with_conn!(conn, |c| community_members::table
         .filter(community_members::community_id.eq(cid))
@@ -126,7 +130,7 @@ pub(super) fn person(
     for (kind, until, reason) in sanctions {
         match kind.as_str() {
             "ban" => ban = Some(reason),
-            "timeout" => timeout_until = until.filter(|u| *u > now),
+            "timeout" => timeout_until = until,
             _ => {}
         }
     }
@@ -143,33 +147,12 @@ pub(super) fn person(
     })
 }
 
-/// One channel's row (if any).
-pub(super) fn channel(
-    conn: &mut Conn<'_>,
-    community_id: i64,
-    id: &str,
-) -> Result<Option<ChannelRow>, Reason> {
-    load_channel(conn, community_id, id)
-}
-
-/// Every channel of the community that is neither deleted nor expired (or just the
-/// `wanted` ones).
-pub(super) fn live_channels(
-    conn: &mut Conn<'_>,
-    community_id: i64,
-    wanted: Option<&[String]>,
-    now: i64,
-) -> Result<Vec<ChannelRow>, Reason> {
-    let rows: Vec<ChannelRow> = with_conn!(conn, |c| {
-        let mut q = channels::table
-            .filter(channels::community_id.eq(community_id))
-            .filter(channels::deleted_at.is_null())
-            .select(ChannelRow::as_select())
-            .into_boxed();
-        if let Some(ids) = wanted {
-            q = q.filter(channels::id.eq_any(ids.to_vec()));
-        }
-        q.load(c)
-    })?;
-    Ok(rows.into_iter().filter(|r| !r.is_gone(now)).collect())
+/// Every channel of the community that is not deleted (TTL expiry is judged by the
+/// caller at use time, since these rows are cached).
+pub(super) fn channels(conn: &mut Conn<'_>, community_id: i64) -> Result<Vec<ChannelRow>, Reason> {
+    Ok(with_conn!(conn, |c| channels::table
+        .filter(channels::community_id.eq(community_id))
+        .filter(channels::deleted_at.is_null())
+        .select(ChannelRow::as_select())
+        .load(c))?)
 }

@@ -6,19 +6,27 @@
 //! (`buzz_policy`) decide everything else from facts loaded here: membership, roles,
 //! bans, timeouts, channel metadata. Read decisions are made per channel, once per
 //! request (a [`Scope`]), never per row. A policy failure denies (`error: policy
-//! failure`).
+//! failure`). Facts are cached between requests (`cache.rs`) and dropped whenever an
+//! access-changing event is stored, here or in another relay process.
 
 mod actions;
+mod cache;
 mod facts;
 
+use crate::channels::kinds::changes_access;
 use crate::channels::kinds::COMMUNITY_ADMIN;
+use crate::channels::state::ChannelRow;
 use crate::clock::Clock;
+use crate::community::Community;
 use crate::ctx::ConnCtx;
 use crate::error::Reason;
 use crate::event::{Event, StoredEvent};
 use crate::filter::Filter;
+use crate::live::LiveBus;
 use crate::store::{ChannelScope, Scope, Store};
 use buzz_policy::{DenyKind, PolicyEngine, ReadRequest, Verdict, WriteRequest};
+use cache::FactsCache;
+use facts::Person;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -29,6 +37,7 @@ pub struct AccessService {
     /// `None` when `[policies] enabled = false`: only core's transport rules apply.
     policy: Option<Arc<PolicyEngine>>,
     clock: Arc<dyn Clock>,
+    cache: FactsCache,
 }
 
 fn verdict(result: Result<Verdict, buzz_policy::PolicyError>) -> Result<(), Reason> {
@@ -51,12 +60,82 @@ impl AccessService {
             store,
             policy,
             clock,
+            cache: FactsCache::default(),
         }
+    }
+
+    /// Drop every cached fact. Ingest calls this right after committing an
+    /// access-changing event, before answering `OK`.
+    pub fn invalidate(&self) {
+        self.cache.invalidate();
+    }
+
+    /// Invalidate on access-changing events from any relay process (they arrive on the
+    /// live bus). Runs until the bus closes.
+    pub fn follow(self: &Arc<Self>, bus: &Arc<dyn LiveBus>) {
+        let mut events = bus.subscribe();
+        let me = Arc::downgrade(self);
+        tokio::spawn(async move {
+            loop {
+                let changed = match events.recv().await {
+                    Ok(event) => changes_access(event.event.kind),
+                    // Missed events may have included a change: assume one.
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => true,
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                };
+                match me.upgrade() {
+                    Some(access) if changed => access.invalidate(),
+                    Some(_) => {}
+                    None => return,
+                }
+            }
+        });
     }
 
     /// The policy engine's generation (changes on every reload); 0 without policies.
     pub fn policy_generation(&self) -> u64 {
         self.policy.as_ref().map_or(0, |p| p.generation())
+    }
+
+    /// Everything about `pubkey` in `community`, cached.
+    async fn person(
+        &self,
+        community: &Arc<Community>,
+        pubkey: Option<&str>,
+    ) -> Result<Arc<Person>, Reason> {
+        let Some(pk) = pubkey else {
+            return Ok(Arc::new(Person::anonymous()));
+        };
+        // Read the epoch before loading: an invalidation during the load leaves the
+        // entry stale rather than wrongly fresh.
+        let epoch = self.cache.epoch();
+        if let Some(person) = self.cache.person(community.id, pk, epoch) {
+            return Ok(person);
+        }
+        let (c, key) = (community.clone(), pk.to_owned());
+        let person = Arc::new(
+            self.store
+                .read(move |mut conn| facts::person(&mut conn, &c, &key))
+                .await?,
+        );
+        self.cache
+            .put_person(community.id, pk, epoch, person.clone());
+        Ok(person)
+    }
+
+    /// The community's channels (not deleted), cached.
+    async fn channels(&self, community_id: i64) -> Result<Arc<Vec<ChannelRow>>, Reason> {
+        let epoch = self.cache.epoch();
+        if let Some(rows) = self.cache.channels(community_id, epoch) {
+            return Ok(rows);
+        }
+        let rows = Arc::new(
+            self.store
+                .read(move |mut conn| facts::channels(&mut conn, community_id))
+                .await?,
+        );
+        self.cache.put_channels(community_id, epoch, rows.clone());
+        Ok(rows)
     }
 
     /// May `ctx` write `event`?
@@ -77,35 +156,32 @@ impl AccessService {
                 Some(_) => {}
             }
         }
-        let Some(policy) = self.policy.clone() else {
+        let Some(policy) = &self.policy else {
             return Ok(());
         };
-        let community = ctx.community.clone();
-        let event = event.clone();
         let now = self.clock.now_secs();
-        self.store
-            .read(move |mut conn| {
-                let person = facts::person(&mut conn, &community, Some(&event.pubkey), now)?;
-                let channel_id = event.channel_id();
-                let channel = match channel_id {
-                    Some(id) => Some(facts::channel_facts(
-                        id,
-                        facts::channel(&mut conn, community.id, id)?.as_ref(),
-                        now,
-                    )),
-                    None => None,
-                };
-                let req = WriteRequest {
-                    action: classify(&event),
-                    event: facts::event_facts(&event),
-                    actor: person.actor(channel_id),
-                    channel,
-                    community: facts::community_facts(&community),
+        let person = self.person(&ctx.community, Some(&event.pubkey)).await?;
+        let channel_id = event.channel_id();
+        let channel = match channel_id {
+            Some(id) => {
+                let rows = self.channels(ctx.community.id).await?;
+                Some(facts::channel_facts(
+                    id,
+                    rows.iter().find(|r| r.id == id),
                     now,
-                };
-                verdict(policy.check_write(&req))
-            })
-            .await
+                ))
+            }
+            None => None,
+        };
+        let req = WriteRequest {
+            action: classify(event),
+            event: facts::event_facts(event),
+            actor: person.actor(channel_id),
+            channel,
+            community: facts::community_facts(&ctx.community),
+            now,
+        };
+        verdict(policy.check_write(&req))
     }
 
     /// May `ctx` run this filter at all? A filter that names channels needs
@@ -132,61 +208,60 @@ impl AccessService {
         ctx: &ConnCtx,
         wanted: Option<Vec<String>>,
     ) -> Result<Scope, Reason> {
-        let community = ctx.community.clone();
-        let pubkey = ctx.pubkey.clone();
-        let policy = self.policy.clone();
+        let community = &ctx.community;
+        let person = self.person(community, ctx.pubkey.as_deref()).await?;
+        let community_wide = community.open || person.member || person.owner;
+        if ctx.pubkey.is_none() {
+            return Ok(Scope {
+                community_id: community.id,
+                community_wide,
+                channels: ChannelScope::None,
+                expiry: HashMap::new(),
+            });
+        }
         let now = self.clock.now_secs();
-        self.store
-            .read(move |mut conn| {
-                let person = facts::person(&mut conn, &community, pubkey.as_deref(), now)?;
-                let community_wide = community.open || person.member || person.owner;
-                if pubkey.is_none() {
-                    return Ok(Scope {
-                        community_id: community.id,
-                        community_wide,
-                        channels: ChannelScope::None,
-                        expiry: HashMap::new(),
-                    });
+        let rows = self.channels(community.id).await?;
+        let mut allowed = Vec::new();
+        let mut expiry = HashMap::new();
+        for row in rows.iter() {
+            if row.is_gone(now) || wanted.as_ref().is_some_and(|w| !w.contains(&row.id)) {
+                continue;
+            }
+            if self.may_read(&person, community, row, now) {
+                if let Some(t) = row.expires_at {
+                    expiry.insert(row.id.clone(), t);
                 }
-                let rows = facts::live_channels(&mut conn, community.id, wanted.as_deref(), now)?;
-                let mut allowed = Vec::new();
-                let mut expiry = HashMap::new();
-                for row in rows {
-                    let ok = match &policy {
-                        None => true,
-                        Some(policy) => {
-                            let req = ReadRequest {
-                                actor: person.actor(Some(&row.id)),
-                                channel: facts::channel_facts(&row.id, Some(&row), now),
-                                community: facts::community_facts(&community),
-                                now,
-                            };
-                            match verdict(policy.check_read(&req)) {
-                                Ok(()) => true,
-                                Err(Reason::PolicyFailure(cause)) => {
-                                    // Fail closed for this channel, and say why in the log.
-                                    tracing::error!(%cause, channel = %row.id, "read policy failed");
-                                    false
-                                }
-                                Err(_) => false,
-                            }
-                        }
-                    };
-                    if ok {
-                        if let Some(t) = row.expires_at {
-                            expiry.insert(row.id.clone(), t);
-                        }
-                        allowed.push(row.id);
-                    }
-                }
-                Ok(Scope {
-                    community_id: community.id,
-                    community_wide,
-                    channels: ChannelScope::Only(allowed),
-                    expiry,
-                })
-            })
-            .await
+                allowed.push(row.id.clone());
+            }
+        }
+        Ok(Scope {
+            community_id: community.id,
+            community_wide,
+            channels: ChannelScope::Only(allowed),
+            expiry,
+        })
+    }
+
+    /// One channel's read decision (true without policies).
+    fn may_read(&self, person: &Person, community: &Community, row: &ChannelRow, now: i64) -> bool {
+        let Some(policy) = &self.policy else {
+            return true;
+        };
+        let req = ReadRequest {
+            actor: person.actor(Some(&row.id)),
+            channel: facts::channel_facts(&row.id, Some(row), now),
+            community: facts::community_facts(community),
+            now,
+        };
+        match verdict(policy.check_read(&req)) {
+            Ok(()) => true,
+            Err(Reason::PolicyFailure(cause)) => {
+                // Fail closed for this channel, and say why in the log.
+                tracing::error!(%cause, channel = %row.id, "read policy failed");
+                false
+            }
+            Err(_) => false,
+        }
     }
 
     /// May the holder of `scope` receive this live event?

@@ -64,6 +64,12 @@ pub fn insert_event(
     channel_id: Option<&str>,
     received_at: i64,
 ) -> Result<InsertOutcome, Reason> {
+    if conn.backend() == super::Backend::Sqlite {
+        // One writer per SQLite database: no other process can race us to a slot, so
+        // the retry savepoint below would be pure cost.
+        return insert_once(conn, community_id, event, channel_id, received_at)
+            .map_err(Reason::from);
+    }
     let mut attempt = 0;
     loop {
         // Each attempt in its own savepoint: a unique violation caused by another relay
@@ -89,19 +95,13 @@ fn insert_once(
     channel_id: Option<&str>,
     received_at: i64,
 ) -> Result<InsertOutcome, DieselError> {
-    let existing: Option<Option<i64>> = with_conn!(conn, |c| events::table
-        .filter(events::community_id.eq(community_id))
-        .filter(events::id.eq(&event.id))
-        .select(events::deleted_at)
-        .first(c)
-        .optional())?;
-    match existing {
-        Some(Some(_)) => return Ok(InsertOutcome::Deleted),
-        Some(None) => return Ok(InsertOutcome::Duplicate),
-        None => {}
-    }
-
     let replace_key = event.replace_key();
+    if replace_key.is_some() {
+        // Replaceable slots are settled before the insert, so look for the id first.
+        if let Some(known) = known_id(conn, community_id, &event.id)? {
+            return Ok(known);
+        }
+    }
     if let Some(key) = &replace_key {
         let current: Option<(i64, i64, String)> = with_conn!(conn, |c| events::table
             .filter(events::community_id.eq(community_id))
@@ -143,10 +143,17 @@ fn insert_once(
         d_tag: event.d_tag(),
         replace_key,
     };
-    let seq: i64 = with_conn!(conn, |c| diesel::insert_into(events::table)
+    // The common case in one statement: insert unless the id is already stored.
+    let seq: Option<i64> = with_conn!(conn, |c| diesel::insert_into(events::table)
         .values(&row)
+        .on_conflict((events::community_id, events::id))
+        .do_nothing()
         .returning(events::seq)
-        .get_result(c))?;
+        .get_result(c)
+        .optional())?;
+    let Some(seq) = seq else {
+        return Ok(known_id(conn, community_id, &event.id)?.unwrap_or(InsertOutcome::Duplicate));
+    };
 
     let tags: Vec<NewTag<'_>> = event
         .tags
@@ -202,6 +209,24 @@ pub fn replace_relay_event(
         }
     }
     insert_event(conn, community_id, event, channel_id, received_at)
+}
+
+/// Is `id` already stored here? `Duplicate`, or `Deleted` for a soft-deleted row.
+fn known_id(
+    conn: &mut Conn<'_>,
+    community_id: i64,
+    id: &str,
+) -> Result<Option<InsertOutcome>, DieselError> {
+    let existing: Option<Option<i64>> = with_conn!(conn, |c| events::table
+        .filter(events::community_id.eq(community_id))
+        .filter(events::id.eq(id))
+        .select(events::deleted_at)
+        .first(c)
+        .optional())?;
+    Ok(existing.map(|deleted_at| match deleted_at {
+        Some(_) => InsertOutcome::Deleted,
+        None => InsertOutcome::Duplicate,
+    }))
 }
 
 /// A row soft-deleted by [`apply_deletion`].

@@ -16,7 +16,8 @@ pub(crate) enum Pool {
 }
 
 /// WAL lets readers run beside the single writer; `synchronous = FULL` makes a commit
-/// durable before the relay says `OK`; the busy timeout covers WAL checkpoints.
+/// durable before the relay says `OK`; the busy timeout covers WAL checkpoints. Savepoint
+/// journals stay in memory (`temp_store`) and each connection caches 32 MiB of pages.
 #[derive(Debug)]
 struct SqliteSetup;
 
@@ -26,7 +27,9 @@ impl CustomizeConnection<SqliteConnection, diesel::r2d2::Error> for SqliteSetup 
             "PRAGMA busy_timeout = 10000;
              PRAGMA journal_mode = WAL;
              PRAGMA synchronous = FULL;
-             PRAGMA foreign_keys = ON;",
+             PRAGMA foreign_keys = ON;
+             PRAGMA temp_store = MEMORY;
+             PRAGMA cache_size = -32768;",
         )
         .map_err(diesel::r2d2::Error::QueryError)
     }

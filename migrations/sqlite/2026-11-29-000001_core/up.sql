@@ -28,7 +28,6 @@ CREATE INDEX events_by_time ON events (community_id, created_at DESC, id);
 CREATE INDEX events_by_kind ON events (community_id, kind, created_at DESC);
 CREATE INDEX events_by_author ON events (community_id, pubkey, created_at DESC);
 CREATE INDEX events_by_channel ON events (community_id, channel_id, created_at DESC, id);
-CREATE INDEX events_by_arrival ON events (community_id, received_at);
 
 -- Tag index: every tag with a name and a first value, any name length.
 CREATE TABLE event_tags (

@@ -21,7 +21,7 @@ use messages::ClientMessage;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;
-use tokio::sync::{broadcast, mpsc, Notify, Semaphore};
+use tokio::sync::{broadcast, mpsc, Notify, OwnedSemaphorePermit, Semaphore};
 
 /// How long a closing handshake may wait for a slow client.
 const CLOSE_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
@@ -57,7 +57,10 @@ pub(super) async fn upgrade(
 /// Why a connection ends.
 enum End {
     ClientClosed,
-    TooSlow,
+    /// The client does not read what it is sent.
+    QueueFull,
+    /// The connection could not keep up with live events for its subscriptions.
+    FellBehind,
     Oversized,
     ProtocolError,
 }
@@ -129,11 +132,21 @@ impl Connection {
         self.out.send(messages::auth_challenge(&self.challenge));
         self.refresh_scope().await;
         let too_slow = self.out.too_slow.clone();
+        let inflight = self.inflight.clone();
+        // The next message is read only while an in-flight slot is held, so a busy
+        // publisher is slowed at the socket while live events keep flowing.
+        let mut slot: Option<OwnedSemaphorePermit> = None;
         let end = loop {
             tokio::select! {
-                msg = stream.recv() => match msg {
+                acquired = inflight.clone().acquire_owned(), if slot.is_none() => {
+                    slot = acquired.ok();
+                    if slot.is_none() {
+                        break End::ClientClosed;
+                    }
+                }
+                msg = stream.recv(), if slot.is_some() => match msg {
                     None => break End::ClientClosed,
-                    Some(Ok(AggregatedMessage::Text(text))) => self.on_text(&text).await,
+                    Some(Ok(AggregatedMessage::Text(text))) => self.on_text(&text, &mut slot).await,
                     Some(Ok(AggregatedMessage::Binary(_))) => {
                         self.out.send(messages::notice("invalid: binary messages are not supported"));
                     }
@@ -154,17 +167,27 @@ impl Connection {
                 },
                 event = live.recv() => match event {
                     Ok(event) => self.on_live(&event).await,
-                    Err(broadcast::error::RecvError::Lagged(_)) => break End::TooSlow,
+                    // Missed live events matter only to a connection with subscriptions;
+                    // one without just re-reads its access scope (it may have missed a
+                    // membership change).
+                    Err(broadcast::error::RecvError::Lagged(_)) if self.subs.is_empty() => {
+                        self.refresh_scope().await;
+                    }
+                    Err(broadcast::error::RecvError::Lagged(_)) => break End::FellBehind,
                     Err(broadcast::error::RecvError::Closed) => break End::ClientClosed,
                 },
-                _ = too_slow.notified() => break End::TooSlow,
+                _ = too_slow.notified() => break End::QueueFull,
             }
         };
         let reason = match end {
             End::ClientClosed => None,
-            End::TooSlow => Some(CloseReason {
+            End::QueueFull => Some(CloseReason {
                 code: CloseCode::Policy,
                 description: Some("too slow: outbound queue full".into()),
+            }),
+            End::FellBehind => Some(CloseReason {
+                code: CloseCode::Policy,
+                description: Some("too slow: fell behind live events".into()),
             }),
             End::Oversized => Some(CloseReason {
                 code: CloseCode::Size,
@@ -182,9 +205,14 @@ impl Connection {
         let _ = tokio::time::timeout(CLOSE_GRACE, self.session.close(reason)).await;
     }
 
-    async fn on_text(&mut self, text: &str) {
+    /// Handle one client message; an EVENT takes the in-flight `slot` with it.
+    async fn on_text(&mut self, text: &str, slot: &mut Option<OwnedSemaphorePermit>) {
         match messages::parse(text) {
-            Ok(ClientMessage::Event(value)) => self.on_event(value).await,
+            Ok(ClientMessage::Event(value)) => {
+                if let Some(permit) = slot.take() {
+                    self.on_event(value, permit)
+                }
+            }
             Ok(ClientMessage::Req { sub_id, filters }) => self.on_req(sub_id, filters).await,
             Ok(ClientMessage::Close(sub_id)) => {
                 self.subs.remove(&sub_id);
@@ -194,7 +222,7 @@ impl Connection {
         }
     }
 
-    async fn on_event(&mut self, value: Value) {
+    fn on_event(&mut self, value: Value, permit: OwnedSemaphorePermit) {
         let id = value
             .get("id")
             .and_then(Value::as_str)
@@ -207,10 +235,6 @@ impl Connection {
                 self.out.send(messages::ok(&id, false, &reason.wire_text()));
                 return;
             }
-        };
-        // Waiting for a permit here is the per-connection backpressure.
-        let Ok(permit) = self.inflight.clone().acquire_owned().await else {
-            return;
         };
         let (state, ctx, out) = (self.state.clone(), self.ctx.clone(), self.out.clone());
         actix_web::rt::spawn(async move {
