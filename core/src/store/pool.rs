@@ -5,7 +5,7 @@ use super::StoreError;
 use crate::error::Reason;
 use diesel::connection::SimpleConnection;
 use diesel::pg::PgConnection;
-use diesel::r2d2::{ConnectionManager, CustomizeConnection, Pool as R2d2};
+use diesel::r2d2::{ConnectionManager, CustomizeConnection, Pool as R2d2, PooledConnection};
 use diesel::sqlite::SqliteConnection;
 use std::time::Duration;
 
@@ -72,6 +72,15 @@ impl Pool {
         }
     }
 
+    /// Take a connection out of the pool for as long as the caller keeps it (the writer
+    /// keeps one, so its prepared-statement cache stays warm).
+    pub(crate) fn take(&self) -> Result<OwnedConn, StoreError> {
+        Ok(match self {
+            Pool::Sqlite(p) => OwnedConn::Sqlite(p.get()?),
+            Pool::Pg(p) => OwnedConn::Pg(p.get()?),
+        })
+    }
+
     /// Borrow a connection for the duration of `f`.
     pub(crate) fn with_conn<R>(
         &self,
@@ -88,4 +97,10 @@ impl Pool {
             }
         }
     }
+}
+
+/// A connection taken out of the pool (returned when dropped).
+pub(crate) enum OwnedConn {
+    Sqlite(PooledConnection<ConnectionManager<SqliteConnection>>),
+    Pg(PooledConnection<ConnectionManager<PgConnection>>),
 }

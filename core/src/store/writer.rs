@@ -7,7 +7,7 @@
 //! the relay say `OK true` only for durable events.
 
 use super::conn::Conn;
-use super::pool::Pool;
+use super::pool::{OwnedConn, Pool};
 use super::StoreError;
 use crate::error::Reason;
 use diesel::Connection;
@@ -88,6 +88,9 @@ impl Writer {
 
 fn run(pool: Pool, mut rx: mpsc::Receiver<Request>) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
+    // The writer keeps its connection between batches (warm statement cache); after a
+    // failed commit it takes a fresh one, in case the old one is broken.
+    let mut held: Option<OwnedConn> = None;
     while let Some(first) = rx.blocking_recv() {
         batch.push(first);
         while batch.len() < MAX_BATCH {
@@ -96,29 +99,37 @@ fn run(pool: Pool, mut rx: mpsc::Receiver<Request>) {
                 Err(_) => break,
             }
         }
-        let outcome = pool.with_conn(|mut conn| {
-            let jobs = std::mem::take(&mut batch);
-            match &mut conn {
-                Conn::Sqlite(c) => commit_batch(&mut **c, |c| Conn::Sqlite(c), jobs),
-                Conn::Pg(c) => commit_batch(&mut **c, |c| Conn::Pg(c), jobs),
+        if held.is_none() {
+            match pool.take() {
+                Ok(conn) => held = Some(conn),
+                Err(err) => {
+                    // Dropping the batch drops its reply senders: each submitter gets an
+                    // internal error naming the stopped writer.
+                    tracing::error!(error = %err, "storage writer could not get a connection");
+                    batch.clear();
+                    continue;
+                }
             }
-            Ok(())
-        });
-        if let Err(err) = outcome {
-            // No connection at all: the batch was consumed by nobody; nothing to answer
-            // (its senders see the reply channel dropped and report an internal error).
-            tracing::error!(error = %err.wire_text(), "storage writer could not get a connection");
         }
-        batch.clear();
+        let jobs = std::mem::take(&mut batch);
+        let committed = match held.as_mut() {
+            Some(OwnedConn::Sqlite(c)) => commit_batch(&mut **c, |c| Conn::Sqlite(c), jobs),
+            Some(OwnedConn::Pg(c)) => commit_batch(&mut **c, |c| Conn::Pg(c), jobs),
+            None => false,
+        };
+        if !committed {
+            held = None;
+        }
     }
 }
 
 /// Run `jobs` in one transaction, each in a savepoint; answer after the commit.
+/// Returns whether the transaction committed.
 fn commit_batch<C: Connection>(
     conn: &mut C,
     wrap: impl Fn(&mut C) -> Conn<'_>,
     jobs: Vec<Request>,
-) {
+) -> bool {
     let mut answers: Vec<(Reply, Result<AnyBox, Reason>)> = Vec::with_capacity(jobs.len());
     let committed = conn.transaction::<(), diesel::result::Error, _>(|conn| {
         for Request { job, reply } in jobs {
@@ -132,6 +143,7 @@ fn commit_batch<C: Connection>(
             for (reply, result) in answers {
                 let _ = reply.send(result);
             }
+            true
         }
         Err(err) => {
             let cause = format!("commit failed: {err}");
@@ -139,6 +151,7 @@ fn commit_batch<C: Connection>(
             for (reply, _) in answers {
                 let _ = reply.send(Err(Reason::Internal(anyhow::anyhow!(cause.clone()))));
             }
+            false
         }
     }
 }

@@ -67,6 +67,22 @@ struct Args {
     /// Exit non-zero when the target is missed.
     #[arg(long)]
     require_target: bool,
+    /// Events for the policy-cost comparison (0 skips it): authenticated publishers post
+    /// kind-9 messages into one open channel, once with the default Lua policies and once
+    /// with policies disabled.
+    #[arg(long, default_value_t = 20_000)]
+    policy_events: usize,
+}
+
+/// What one ingest run sends.
+#[derive(Clone, Copy, Debug)]
+struct Workload {
+    /// Kind-9 messages into an open channel from authenticated publishers (else kind-1
+    /// notes from anonymous ones).
+    channel: bool,
+    /// Run the community's Lua policies.
+    policies: bool,
+    events: usize,
 }
 
 /// Name of the client runtime's threads, to tell client CPU from relay CPU.
@@ -98,7 +114,12 @@ fn main() -> anyhow::Result<()> {
         .thread_name(CLIENT_THREAD)
         .build()
         .context("building the tokio runtime")?;
-    let ingest = runtime.block_on(ingest(&args))?;
+    let workload = Workload {
+        channel: false,
+        policies: true,
+        events: args.events,
+    };
+    let ingest = runtime.block_on(ingest(&args, workload))?;
     println!(
         "  ingest, {} publishers ({}):  {:>9.0} events/s         ({} events in {:.2} s, all OK true)",
         args.publishers,
@@ -126,12 +147,48 @@ fn main() -> anyhow::Result<()> {
         "  target ingest >= 50% of bare verify: {}",
         if pass { "PASS" } else { "FAIL" }
     );
+    if args.policy_events >= args.publishers {
+        policy_cost(&runtime, &args)?;
+    }
     if !pass && args.require_target {
         bail!(
             "target missed: ingest is {:.0}% of bare verify",
             ratio * 100.0
         );
     }
+    Ok(())
+}
+
+/// Channel-message ingest with the default policies vs with policies disabled, best of
+/// three alternating rounds each (the machine is shared; the best round is the least
+/// disturbed).
+fn policy_cost(runtime: &tokio::runtime::Runtime, args: &Args) -> anyhow::Result<()> {
+    let run = |policies: bool| -> anyhow::Result<f64> {
+        let workload = Workload {
+            channel: true,
+            policies,
+            events: args.policy_events,
+        };
+        Ok(runtime.block_on(ingest(args, workload))?.rate())
+    };
+    let (mut with, mut without) = (0f64, 0f64);
+    for _ in 0..3 {
+        with = with.max(run(true)?);
+        without = without.max(run(false)?);
+    }
+    let slower = (1.0 - with / without) * 100.0;
+    println!(
+        "  channel messages, {} publishers, policies on:  {with:>7.0} events/s  (best of 3)",
+        args.publishers
+    );
+    println!(
+        "  channel messages, {} publishers, policies off: {without:>7.0} events/s  (best of 3)",
+        args.publishers
+    );
+    println!(
+        "  policy cost: {slower:.1}% slower; target <= 15%: {}",
+        if slower <= 15.0 { "PASS" } else { "FAIL" }
+    );
     Ok(())
 }
 
@@ -175,7 +232,7 @@ impl IngestFigures {
     }
 }
 
-async fn ingest(args: &Args) -> anyhow::Result<IngestFigures> {
+async fn ingest(args: &Args, workload: Workload) -> anyhow::Result<IngestFigures> {
     let dir = tempfile::tempdir().context("temp dir")?;
     let mut _scratch = None;
     let (url, backend) = match args.database_url.as_deref() {
@@ -210,6 +267,7 @@ async fn ingest(args: &Args) -> anyhow::Result<IngestFigures> {
     if let Some(n) = args.relay_inflight {
         settings.limits.max_inflight_events = n;
     }
+    settings.policies.enabled = workload.policies;
     let inflight = args.inflight.unwrap_or(settings.limits.max_inflight_events);
     let relay = RelayBuilder::new(settings)
         .without_signal_handlers()
@@ -217,17 +275,27 @@ async fn ingest(args: &Args) -> anyhow::Result<IngestFigures> {
         .await
         .context("starting the relay")?;
 
-    // Client work, before any clock: keys, signatures, serialized EVENT frames.
-    let per_publisher = args.events / args.publishers;
+    // Client work, before any clock: keys, signatures, serialized EVENT frames, and for
+    // channel workloads AUTH and the channel itself.
+    let per_publisher = workload.events / args.publishers;
     let total = per_publisher * args.publishers;
-    let frames = presign(args.publishers, per_publisher);
+    let keys: Vec<Keys> = (0..args.publishers).map(|_| Keys::generate()).collect();
+    let channel = workload.channel.then(|| uuid::Uuid::new_v4().to_string());
+    let frames = presign(&keys, per_publisher, channel.as_deref());
 
+    let relay_url = format!("ws://{}/", relay.addr);
     let mut conns = Vec::with_capacity(args.publishers);
-    for _ in 0..args.publishers {
-        let (ws, _) = tokio_tungstenite::connect_async(format!("ws://{}/", relay.addr))
+    for publisher in &keys {
+        let (mut ws, _) = tokio_tungstenite::connect_async(relay_url.as_str())
             .await
             .context("connecting a publisher")?;
+        if workload.channel {
+            setup::authenticate(&mut ws, publisher, &relay_url).await?;
+        }
         conns.push(ws);
+    }
+    if let (Some(channel), Some(ws)) = (channel.as_deref(), conns.first_mut()) {
+        setup::create_channel(ws, &keys[0], channel).await?;
     }
 
     let cpu_before = cpu::snapshot();
@@ -264,22 +332,30 @@ async fn ingest(args: &Args) -> anyhow::Result<IngestFigures> {
     })
 }
 
-/// `publishers` lists of `["EVENT", …]` frames, each signed by its publisher's key.
-fn presign(publishers: usize, per_publisher: usize) -> Vec<Vec<String>> {
+/// One list of `["EVENT", …]` frames per publisher key: kind-1 notes, or kind-9 messages
+/// into `channel`.
+fn presign(keys: &[Keys], per_publisher: usize, channel: Option<&str>) -> Vec<Vec<String>> {
     let t = now();
     std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..publishers)
-            .map(|p| {
+        let handles: Vec<_> = keys
+            .iter()
+            .enumerate()
+            .map(|(p, keys)| {
                 scope.spawn(move || {
-                    let keys = Keys::generate();
                     (0..per_publisher)
                         .map(|i| {
-                            let event = keys.sign(
-                                1,
-                                vec![vec!["t".into(), "bench".into()]],
-                                &format!("benchmark note {i} from publisher {p}"),
-                                t,
-                            );
+                            let content = format!("benchmark note {i} from publisher {p}");
+                            let event = match channel {
+                                Some(ch) => {
+                                    keys.sign(9, vec![vec!["h".into(), ch.into()]], &content, t)
+                                }
+                                None => keys.sign(
+                                    1,
+                                    vec![vec!["t".into(), "bench".into()]],
+                                    &content,
+                                    t,
+                                ),
+                            };
                             json!(["EVENT", event]).to_string()
                         })
                         .collect()
@@ -291,6 +367,97 @@ fn presign(publishers: usize, per_publisher: usize) -> Vec<Vec<String>> {
             .map(|h| h.join().expect("signing thread"))
             .collect()
     })
+}
+
+/// Untimed preparation of channel workloads.
+mod setup {
+    use super::{now, Keys, Ws};
+    use anyhow::{bail, Context};
+    use futures_util::{SinkExt, StreamExt};
+    use serde_json::{json, Value};
+    use tokio_tungstenite::tungstenite::Message;
+
+    /// Next JSON message from the relay.
+    async fn next(ws: &mut Ws) -> anyhow::Result<Value> {
+        loop {
+            match ws.next().await.context("relay closed during setup")?? {
+                Message::Text(text) => return Ok(serde_json::from_str(&text)?),
+                Message::Close(_) => bail!("relay closed during setup"),
+                _ => continue,
+            }
+        }
+    }
+
+    /// Send `event` and require `OK true`.
+    async fn publish(
+        ws: &mut Ws,
+        event: &buzz_core::event::Event,
+        what: &str,
+    ) -> anyhow::Result<()> {
+        ws.send(Message::text(json!(["EVENT", event]).to_string()))
+            .await?;
+        loop {
+            let v = next(ws).await?;
+            if v[0] == "OK" && v[1] == event.id.as_str() {
+                if v[2] == true {
+                    return Ok(());
+                }
+                bail!("{what} refused: {}", v[3]);
+            }
+        }
+    }
+
+    /// NIP-42: answer the connection's challenge.
+    pub(super) async fn authenticate(
+        ws: &mut Ws,
+        keys: &Keys,
+        relay_url: &str,
+    ) -> anyhow::Result<()> {
+        let challenge = loop {
+            let v = next(ws).await?;
+            if v[0] == "AUTH" {
+                break v[1].as_str().unwrap_or_default().to_owned();
+            }
+        };
+        let auth = keys.sign(
+            22_242,
+            vec![
+                vec!["relay".into(), relay_url.into()],
+                vec!["challenge".into(), challenge],
+            ],
+            "",
+            now(),
+        );
+        ws.send(Message::text(json!(["AUTH", auth]).to_string()))
+            .await?;
+        loop {
+            let v = next(ws).await?;
+            if v[0] == "OK" && v[1] == auth.id.as_str() {
+                if v[2] == true {
+                    return Ok(());
+                }
+                bail!("AUTH refused: {}", v[3]);
+            }
+        }
+    }
+
+    /// Create the open channel every publisher posts into.
+    pub(super) async fn create_channel(
+        ws: &mut Ws,
+        keys: &Keys,
+        channel: &str,
+    ) -> anyhow::Result<()> {
+        let create = keys.sign(
+            9_007,
+            vec![
+                vec!["h".into(), channel.into()],
+                vec!["name".into(), "bench".into()],
+            ],
+            "",
+            now(),
+        );
+        publish(ws, &create, "channel creation").await
+    }
 }
 
 struct PublisherOutcome {

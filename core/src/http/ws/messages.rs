@@ -2,52 +2,66 @@
 
 use crate::error::Reason;
 use crate::event::Event;
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
 /// Longest subscription id accepted (NIP-01).
 pub(crate) const MAX_SUB_ID: usize = 64;
 
 pub(crate) enum ClientMessage {
-    Event(Value),
-    Req { sub_id: String, filters: Vec<Value> },
+    /// The event's JSON, still unparsed: it is decoded straight into an `Event`.
+    Event(Box<RawValue>),
+    Req {
+        sub_id: String,
+        filters: Vec<Value>,
+    },
     Close(String),
     Auth(Value),
 }
 
 pub(crate) fn parse(text: &str) -> Result<ClientMessage, Reason> {
-    let value: Value =
-        serde_json::from_str(text).map_err(|e| Reason::invalid(format!("malformed JSON: {e}")))?;
-    let Value::Array(mut items) = value else {
-        return Err(Reason::invalid("a message must be a JSON array"));
-    };
+    // Elements stay raw until we know the message type: an EVENT (the hot path) never
+    // builds a JSON tree.
+    let mut items: Vec<Box<RawValue>> = serde_json::from_str(text).map_err(|e| {
+        if text.trim_start().starts_with('[') {
+            Reason::invalid(format!("malformed JSON: {e}"))
+        } else {
+            Reason::invalid("a message must be a JSON array")
+        }
+    })?;
     if items.is_empty() {
         return Err(Reason::invalid("empty message"));
     }
-    let tag = items.remove(0);
-    let tag = tag
-        .as_str()
-        .ok_or_else(|| Reason::invalid("message type must be a string"))?;
-    match tag {
-        "EVENT" => match <[Value; 1]>::try_from(items) {
+    let tag: String = serde_json::from_str(items.remove(0).get())
+        .map_err(|_| Reason::invalid("message type must be a string"))?;
+    let value = |raw: &RawValue| -> Result<Value, Reason> {
+        serde_json::from_str(raw.get()).map_err(|e| Reason::invalid(format!("malformed JSON: {e}")))
+    };
+    match tag.as_str() {
+        "EVENT" => match <[Box<RawValue>; 1]>::try_from(items) {
             Ok([event]) => Ok(ClientMessage::Event(event)),
             Err(_) => Err(Reason::invalid("EVENT takes exactly one event")),
         },
-        "AUTH" => match <[Value; 1]>::try_from(items) {
-            Ok([event]) => Ok(ClientMessage::Auth(event)),
+        "AUTH" => match <[Box<RawValue>; 1]>::try_from(items) {
+            Ok([event]) => Ok(ClientMessage::Auth(value(&event)?)),
             Err(_) => Err(Reason::invalid("AUTH takes exactly one event")),
         },
         "REQ" => {
+            let items = items
+                .iter()
+                .map(|raw| value(raw))
+                .collect::<Result<Vec<_>, _>>()?;
             let sub_id = sub_id(items.first())?;
             Ok(ClientMessage::Req {
                 sub_id,
-                filters: items.split_off(1),
+                filters: items.into_iter().skip(1).collect(),
             })
         }
         "CLOSE" => {
             if items.len() != 1 {
                 return Err(Reason::invalid("CLOSE takes exactly one subscription id"));
             }
-            Ok(ClientMessage::Close(sub_id(items.first())?))
+            Ok(ClientMessage::Close(sub_id(Some(&value(&items[0])?))?))
         }
         other => Err(Reason::invalid(format!("unknown message type {other:?}"))),
     }

@@ -72,6 +72,9 @@ struct Connection {
     relay_url: String,
     /// Subscription id → the filters that stay live (core-served ones).
     subs: HashMap<String, Vec<Filter>>,
+    /// The live bus, only while there are subscriptions: a publish-only connection
+    /// costs nothing per event published by others.
+    live: Option<broadcast::Receiver<Arc<StoredEvent>>>,
     /// What this caller may read; decided at connect, after AUTH, and whenever an
     /// access-changing event or a policy reload passes by.
     scope: Option<Scope>,
@@ -116,6 +119,7 @@ impl Connection {
             challenge: nip42::new_challenge(),
             relay_url,
             subs: HashMap::new(),
+            live: None,
             scope: None,
             policy_generation,
             out: Outbound {
@@ -128,7 +132,6 @@ impl Connection {
     }
 
     async fn run(mut self, _session: Session, mut stream: actix_ws::AggregatedMessageStream) {
-        let mut live = self.state.services.bus.subscribe();
         self.out.send(messages::auth_challenge(&self.challenge));
         self.refresh_scope().await;
         let too_slow = self.out.too_slow.clone();
@@ -165,7 +168,7 @@ impl Connection {
                         break End::ProtocolError;
                     }
                 },
-                event = live.recv() => match event {
+                event = next_live(&mut self.live), if self.live.is_some() => match event {
                     Ok(event) => self.on_live(&event).await,
                     // Missed live events matter only to a connection with subscriptions;
                     // one without just re-reads its access scope (it may have missed a
@@ -216,21 +219,25 @@ impl Connection {
             Ok(ClientMessage::Req { sub_id, filters }) => self.on_req(sub_id, filters).await,
             Ok(ClientMessage::Close(sub_id)) => {
                 self.subs.remove(&sub_id);
+                self.drop_live_if_idle();
             }
             Ok(ClientMessage::Auth(value)) => self.on_auth(value).await,
             Err(reason) => self.out.send(messages::notice(&reason.wire_text())),
         }
     }
 
-    fn on_event(&mut self, value: Value, permit: OwnedSemaphorePermit) {
-        let id = value
-            .get("id")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_owned();
-        let event: Event = match serde_json::from_value(value) {
-            Ok(event) => event,
+    fn on_event(&mut self, raw: Box<serde_json::value::RawValue>, permit: OwnedSemaphorePermit) {
+        let (event, id) = match serde_json::from_str::<Event>(raw.get()) {
+            Ok(event) => {
+                let id = event.id.clone();
+                (event, id)
+            }
             Err(e) => {
+                // Echo the id when the object has one, so the client can match the OK.
+                let id = serde_json::from_str::<Value>(raw.get())
+                    .ok()
+                    .and_then(|v| v.get("id").and_then(Value::as_str).map(str::to_owned))
+                    .unwrap_or_default();
                 let reason = Reason::invalid(format!("not a Nostr event: {e}"));
                 self.out.send(messages::ok(&id, false, &reason.wire_text()));
                 return;
@@ -248,6 +255,18 @@ impl Connection {
     }
 
     async fn on_req(&mut self, sub_id: String, raw: Vec<Value>) {
+        self.serve_req(sub_id, raw).await;
+        self.drop_live_if_idle();
+    }
+
+    /// Stop listening to the live bus when no subscription is open.
+    fn drop_live_if_idle(&mut self) {
+        if self.subs.is_empty() {
+            self.live = None;
+        }
+    }
+
+    async fn serve_req(&mut self, sub_id: String, raw: Vec<Value>) {
         let max_subs = self.state.services.settings.limits.max_subscriptions;
         if !self.subs.contains_key(&sub_id) && self.subs.len() >= max_subs {
             let reason = Reason::RateLimited(format!("at most {max_subs} open subscriptions"));
@@ -264,6 +283,12 @@ impl Connection {
                 return;
             }
         };
+        if self.live.is_none() {
+            // Listen before querying, so nothing stored meanwhile is missed; the scope may
+            // be stale after a time without listening.
+            self.live = Some(self.state.services.bus.subscribe());
+            self.refresh_scope().await;
+        }
         match self.state.query.run(&self.ctx, filters).await {
             Ok(result) if result.object.is_some() => {
                 self.subs.remove(&sub_id);
@@ -337,6 +362,16 @@ impl Connection {
                 self.out.send(messages::event(sub_id, &event.event));
             }
         }
+    }
+}
+
+/// The next live event, or never when not listening.
+async fn next_live(
+    live: &mut Option<broadcast::Receiver<Arc<StoredEvent>>>,
+) -> Result<Arc<StoredEvent>, broadcast::error::RecvError> {
+    match live {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
     }
 }
 
