@@ -23,11 +23,14 @@ CREATE TABLE events (
     replace_key TEXT                      -- kind:pubkey[:d] for replaceable/addressable
 );
 CREATE UNIQUE INDEX events_identity ON events (community_id, id);
-CREATE UNIQUE INDEX events_replace_key ON events (community_id, replace_key);
+-- Partial indexes: rows without a replace key or channel (most notes) cost nothing here.
+CREATE UNIQUE INDEX events_replace_key ON events (community_id, replace_key)
+    WHERE replace_key IS NOT NULL;
 CREATE INDEX events_by_time ON events (community_id, created_at DESC, id);
 CREATE INDEX events_by_kind ON events (community_id, kind, created_at DESC);
 CREATE INDEX events_by_author ON events (community_id, pubkey, created_at DESC);
-CREATE INDEX events_by_channel ON events (community_id, channel_id, created_at DESC, id);
+CREATE INDEX events_by_channel ON events (community_id, channel_id, created_at DESC, id)
+    WHERE channel_id IS NOT NULL;
 
 -- Tag index: every tag with a name and a first value, any name length.
 CREATE TABLE event_tags (
