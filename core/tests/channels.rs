@@ -20,6 +20,7 @@ both_backends!(
     channel_ids_are_per_community,
     group_state_events_follow_channel_access,
     reactions_must_target_the_same_channel,
+    closed_communities_admit_only_added_members,
 );
 
 /// A user with an authenticated connection.
@@ -519,5 +520,78 @@ async fn reactions_must_target_the_same_channel(backend: TestBackend, name: &str
         .send(9007, vec![tag(&["h", &a]), tag(&["name", "again"])], "")
         .await;
     assert!(!ok && text == "duplicate: channel already exists", "{text}");
+    relay.stop().await;
+}
+
+async fn closed_communities_admit_only_added_members(backend: TestBackend, name: &str) {
+    let owner = Keys::generate();
+    let owner_pk = owner.pubkey().to_owned();
+    let Some(relay) = TestRelay::start_with(
+        backend,
+        name,
+        move |s| {
+            s.communities[0].open = false;
+            s.communities[0].owners = vec![owner_pk];
+        },
+        Vec::new(),
+    )
+    .await
+    else {
+        return;
+    };
+    let mut admin = User::with_keys(&relay, owner).await;
+    let mut dave = User::new(&relay).await;
+    let ch = admin.create(false).await;
+    let hello = admin.post(&ch, "members only").await;
+    let note = admin.ok(1, vec![], "community-wide note").await;
+
+    // Not a member: no writes, no reads — not even of community-wide events.
+    let (ok, msg, _) = dave.send(9, vec![tag(&["h", &ch])], "hi").await;
+    assert!(
+        !ok && msg == "restricted: not a member of this community",
+        "{msg}"
+    );
+    refused(
+        dave.send(
+            9007,
+            vec![
+                tag(&["h", &uuid::Uuid::new_v4().to_string()]),
+                tag(&["name", "x"]),
+            ],
+            "",
+        )
+        .await,
+        "restricted:",
+    );
+    assert!(dave.read(&ch).await.is_empty());
+    let notes = dave
+        .ws
+        .req(&fresh_sub(), vec![json!({"ids": [note.id]})])
+        .await
+        .expect("REQ");
+    assert!(notes.is_empty(), "community-wide events are for members");
+
+    // Added by an owner (9040): a member like any other.
+    admin
+        .ok(9040, vec![tag(&["p", dave.keys.pubkey()])], "")
+        .await;
+    assert_eq!(dave.read(&ch).await, vec![hello]);
+    dave.post(&ch, "thanks").await;
+    let notes = dave
+        .ws
+        .req(&fresh_sub(), vec![json!({"ids": [note.id]})])
+        .await
+        .expect("REQ");
+    assert_eq!(notes, vec![note]);
+
+    // Removed (9041): out again.
+    admin
+        .ok(9041, vec![tag(&["p", dave.keys.pubkey()])], "")
+        .await;
+    let (ok, msg, _) = dave.send(9, vec![tag(&["h", &ch])], "still?").await;
+    assert!(
+        !ok && msg == "restricted: not a member of this community",
+        "{msg}"
+    );
     relay.stop().await;
 }
