@@ -50,13 +50,14 @@ struct Args {
     #[arg(long, default_value_t = 20_000)]
     verify_events: usize,
     /// Unanswered EVENTs each publisher keeps in flight (default: the relay's
-    /// `limits.max_inflight_events`, the most it processes at once per connection).
+    /// `limits.max_inflight_events` as set for this run).
     #[arg(long)]
     inflight: Option<usize>,
-    /// Set the relay's `limits.max_inflight_events` (EVENTs one connection may have in
-    /// flight; default: the relay's default).
-    #[arg(long)]
-    relay_inflight: Option<usize>,
+    /// The relay's `limits.max_inflight_events` for this run: EVENTs one connection may
+    /// have in flight. 256 lets a burst from few connections fill a group commit (the
+    /// config default, 64, favours memory per connection).
+    #[arg(long, default_value_t = 256)]
+    relay_inflight: usize,
     /// Relay HTTP workers (0 = one per core, the relay's default).
     #[arg(long, default_value_t = 0)]
     workers: usize,
@@ -128,7 +129,10 @@ fn main() -> anyhow::Result<()> {
         ingest.events,
         ingest.wall.as_secs_f64()
     );
-    println!("    ({} EVENTs in flight per publisher)", ingest.inflight);
+    println!(
+        "    ({} EVENTs in flight per publisher, relay max_inflight_events {})",
+        ingest.inflight, args.relay_inflight
+    );
     if !ingest.cpu.is_empty() {
         let busy: f64 = ingest.cpu.iter().map(|(_, secs)| secs).sum();
         println!(
@@ -264,9 +268,7 @@ async fn ingest(args: &Args, workload: Workload) -> anyhow::Result<IngestFigures
         settings.policies.access = policies.join("access.lua");
         settings.policies.moderation = policies.join("moderation.lua");
     }
-    if let Some(n) = args.relay_inflight {
-        settings.limits.max_inflight_events = n;
-    }
+    settings.limits.max_inflight_events = args.relay_inflight;
     settings.policies.enabled = workload.policies;
     let inflight = args.inflight.unwrap_or(settings.limits.max_inflight_events);
     let relay = RelayBuilder::new(settings)
