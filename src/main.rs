@@ -105,7 +105,10 @@ fn policy(action: PolicyCommand) -> anyhow::Result<()> {
 }
 
 async fn serve(settings: Settings) -> anyhow::Result<()> {
-    let relay = RelayBuilder::new(settings).start().await?;
+    let relay = RelayBuilder::new(settings)
+        .plugin(buzz_channel_windows::NAME, buzz_channel_windows::factory)
+        .start()
+        .await?;
     println!(
         "buzz-relay listening on ws://{} (relay pubkey {})",
         relay.addr,

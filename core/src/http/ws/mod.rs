@@ -213,7 +213,7 @@ impl Connection {
         match messages::parse(text) {
             Ok(ClientMessage::Event(value)) => {
                 if let Some(permit) = slot.take() {
-                    self.on_event(value, permit)
+                    self.on_event(&value, permit)
                 }
             }
             Ok(ClientMessage::Req { sub_id, filters }) => self.on_req(sub_id, filters).await,
@@ -226,7 +226,7 @@ impl Connection {
         }
     }
 
-    fn on_event(&mut self, raw: Box<serde_json::value::RawValue>, permit: OwnedSemaphorePermit) {
+    fn on_event(&mut self, raw: &serde_json::value::RawValue, permit: OwnedSemaphorePermit) {
         let (event, id) = match serde_json::from_str::<Event>(raw.get()) {
             Ok(event) => {
                 let id = event.id.clone();

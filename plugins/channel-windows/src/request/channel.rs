@@ -109,9 +109,14 @@ mod tests {
                 .expect("valid")
                 .limit
         };
-        assert_eq!((limit(0), limit(1), limit(200), limit(5000)), (1, 1, 200, 200));
-        let r = parse_json(json!({"top_level": true, "#h": ["c"], "page": 3, "offset": 10,
-            "include_aux": true, "include_summaries": true, "kinds": [9]}))
+        assert_eq!(
+            (limit(0), limit(1), limit(200), limit(5000)),
+            (1, 1, 200, 200)
+        );
+        let r = parse_json(
+            json!({"top_level": true, "#h": ["c"], "page": 3, "offset": 10,
+            "include_aux": true, "include_summaries": true, "kinds": [9]}),
+        )
         .expect("page and offset are not honoured, not rejected");
         assert!(r.include_aux && r.include_summaries && r.kinds == Some(vec![9]));
     }

@@ -42,7 +42,10 @@ pub(crate) struct LegacyRequest {
 
 pub(crate) fn parse(filter: &Filter) -> Result<LegacyRequest, Reason> {
     let ext = &filter.extensions;
-    let root = hex64(&single_tag(filter, "e", "legacy thread query")?, "#e root id")?;
+    let root = hex64(
+        &single_tag(filter, "e", "legacy thread query")?,
+        "#e root id",
+    )?;
     let channel = match filter.tags.get("h") {
         None => None,
         Some(_) => Some(single_tag(filter, "h", "legacy thread query")?),
@@ -60,16 +63,17 @@ pub(crate) fn parse(filter: &Filter) -> Result<LegacyRequest, Reason> {
         channel,
         max_depth,
         cursor: cursor(ext)?,
-        limit: filter
-            .limit
-            .unwrap_or(DEFAULT_LIMIT)
-            .clamp(1, MAX_LIMIT),
+        limit: filter.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT),
         include_aux: optional_bool(ext, "include_aux")?.unwrap_or(false),
     })
 }
 
 /// One field under its snake-case name or its camel-case alias; both given must agree.
-fn aliased<'a>(ext: &'a Map<String, Value>, snake: &str, camel: &str) -> Result<Option<&'a Value>, Reason> {
+fn aliased<'a>(
+    ext: &'a Map<String, Value>,
+    snake: &str,
+    camel: &str,
+) -> Result<Option<&'a Value>, Reason> {
     match (ext.get(snake), ext.get(camel)) {
         (Some(a), Some(b)) if a != b => Err(Reason::invalid(format!(
             "{snake} and {camel} disagree; send one"

@@ -102,7 +102,9 @@ fn kinds(kinds: Option<&[u32]>) -> Result<Vec<u32>, Reason> {
         ))
     };
     let kinds = kinds.ok_or_else(wrong)?;
-    if kinds.is_empty() || kinds.len() > MAX_KINDS || !kinds.iter().all(|k| CONVERSATION.contains(k))
+    if kinds.is_empty()
+        || kinds.len() > MAX_KINDS
+        || !kinds.iter().all(|k| CONVERSATION.contains(k))
     {
         return Err(wrong());
     }

@@ -1,0 +1,106 @@
+//! A disabled plugin leaves no trace: its filters are plain NIP-01 filters and NIP-11
+//! does not mention it (DESIGN.md "A disabled plugin ... is absent from NIP-11").
+
+#[path = "backends.rs"]
+mod backends;
+mod common;
+
+use buzz_channel_windows::{factory, NAME};
+use buzz_core::config::Settings;
+use buzz_core::testkit::{now, TestBackend, TestRelay};
+use common::*;
+use serde_json::{json, Value};
+
+both_backends!(
+    disabled_plugin_serves_plain_filters,
+    enabled_plugin_is_in_nip11
+);
+
+async fn nip11(relay: &TestRelay) -> Value {
+    let (status, info) = relay
+        .http()
+        .get("/", &[("accept", "application/nostr+json")])
+        .await;
+    assert_eq!(status, 200);
+    info
+}
+
+async fn disabled_plugin_serves_plain_filters(backend: TestBackend, name: &str) {
+    let disable = |s: &mut Settings| {
+        if let Some(section) = s.plugins.get_mut(NAME) {
+            section.enabled = false;
+        }
+    };
+    let Some(relay) = TestRelay::start_with(backend, name, disable, vec![(NAME, factory)]).await
+    else {
+        return;
+    };
+    let mut alice = User::new(&relay).await;
+    let ch = alice.create_channel(false).await;
+    let t = now() - 10;
+    let root = alice.post(&ch, "root", t).await;
+    let reply = alice.post_reply(&ch, &root, t + 1).await;
+    let both = ids(&[reply.clone(), root.clone()]);
+    let filters = [
+        (
+            json!({"top_level": true, "#h": [ch], "kinds": [9], "include_summaries": true,
+                "include_aux": true}),
+            both.clone(),
+        ),
+        (
+            json!({"thread_window": true, "#h": [ch], "#e": [root.id], "kinds": [9]}),
+            ids(std::slice::from_ref(&reply)),
+        ),
+        (
+            json!({"#h": [ch], "#e": [root.id], "depth_limit": 100, "thread_cursor": -1}),
+            ids(std::slice::from_ref(&reply)),
+        ),
+        (
+            json!({"resolve_thread_roots": true, "kinds": [39005], "#h": [ch],
+                "ids": [reply.id]}),
+            vec![],
+        ),
+    ];
+    for (filter, expected) in filters {
+        for via in [Via::Http, Via::Ws] {
+            let got = ask(&relay, &mut alice, via, vec![filter.clone()])
+                .await
+                .expect("served as a plain filter");
+            assert_eq!(ids(&got), expected, "{via:?} {filter}");
+        }
+    }
+    let info = nip11(&relay).await;
+    assert!(info.get(NAME).is_none(), "{info}");
+    assert!(!info["plugins"]
+        .as_array()
+        .expect("plugins list")
+        .contains(&json!(NAME)));
+    relay.stop().await;
+}
+
+async fn enabled_plugin_is_in_nip11(backend: TestBackend, name: &str) {
+    let Some(relay) = relay(backend, name).await else {
+        return;
+    };
+    let info = nip11(&relay).await;
+    let doc = &info[NAME];
+    for mode in [
+        "channel_mode",
+        "thread_mode",
+        "legacy_thread",
+        "resolve_thread_roots",
+    ] {
+        assert_eq!(doc[mode], json!(["http", "websocket"]), "{mode}");
+    }
+    assert_eq!(
+        doc["limits"]["channel_limit"],
+        json!({"default": 50, "min": 1, "max": 200})
+    );
+    assert_eq!(doc["limits"]["thread_windows_per_query"], json!(4));
+    assert_eq!(doc["limits"]["thread_budgets"]["raw_rows"], json!(8192));
+    assert!(info["plugins"]
+        .as_array()
+        .expect("plugins list")
+        .contains(&json!(NAME)));
+    relay.stop().await;
+}
