@@ -119,12 +119,14 @@ impl Store {
             .map_err(|e| Reason::Internal(anyhow::Error::new(StoreError::Join(e.to_string()))))?
     }
 
-    /// Run `f` inside the writer's transaction (in its own savepoint). An `Err` rolls back
-    /// only this job; the answer arrives after the group's commit, so `Ok` means durable.
+    /// Run `f` inside the writer's group transaction. An `Err` rolls back only this job
+    /// (the batch is then replayed with a savepoint per job, so `f` may run twice: it must
+    /// not consume what it captured); the answer arrives after the group's commit, so
+    /// `Ok` means durable.
     pub async fn write<R, F>(&self, f: F) -> Result<R, Reason>
     where
         R: Send + 'static,
-        F: FnOnce(&mut Conn<'_>) -> Result<R, Reason> + Send + 'static,
+        F: Fn(&mut Conn<'_>) -> Result<R, Reason> + Send + 'static,
     {
         self.inner.writer.submit(f).await
     }
