@@ -27,27 +27,6 @@ both_backends!(
 // ---------------------------------------------------------------------------
 // helpers
 
-/// Rows in the `events` table (any community, deleted or not) whose author or id is
-/// `needle`: the proof that a refused event left nothing behind.
-async fn rows(relay: &TestRelay, needle: &str) -> i64 {
-    use buzz_core::store::schema::events;
-    use diesel::prelude::*;
-    let needle = needle.to_owned();
-    relay
-        .running()
-        .services
-        .store
-        .read(move |conn| {
-            let n: i64 = buzz_core::with_conn!(conn, |c| events::table
-                .filter(events::pubkey.eq(&needle).or(events::id.eq(&needle)))
-                .count()
-                .get_result(c))?;
-            Ok(n)
-        })
-        .await
-        .expect("count rows")
-}
-
 /// Assert an `OK false` with the NIP-01 `prefix`.
 fn assert_refused(answer: (bool, String), prefix: &str, what: &str) {
     let (accepted, message) = answer;
@@ -64,7 +43,12 @@ fn assert_refused(answer: (bool, String), prefix: &str, what: &str) {
 /// Publish `event` and assert it is refused with `prefix` and nothing was stored.
 async fn assert_publish_refused(relay: &TestRelay, ws: &mut WsClient, event: &Event, prefix: &str) {
     assert_refused(ws.publish(event).await, prefix, &event.content);
-    assert_eq!(rows(relay, &event.id).await, 0, "{}: stored", event.content);
+    assert_eq!(
+        relay.stored_rows(&event.id).await,
+        0,
+        "{}: stored",
+        event.content
+    );
 }
 
 /// Next `NOTICE` text.
@@ -156,7 +140,7 @@ async fn bad_id_and_bad_signature_are_invalid(backend: TestBackend, name: &str) 
     stolen_sig.sig = keys.sign(1, vec![], "another event", now()).sig;
     assert_publish_refused(&relay, &mut ws, &stolen_sig, "invalid:").await;
 
-    assert_eq!(rows(&relay, keys.pubkey()).await, 0);
+    assert_eq!(relay.stored_rows(keys.pubkey()).await, 0);
     relay.stop().await;
 }
 
@@ -170,7 +154,7 @@ async fn created_at_outside_the_window_is_invalid(backend: TestBackend, name: &s
     let future = keys.sign(1, vec![], "16 minutes ahead", now() + 16 * 60);
     assert_publish_refused(&relay, &mut ws, &past, "invalid:").await;
     assert_publish_refused(&relay, &mut ws, &future, "invalid:").await;
-    assert_eq!(rows(&relay, keys.pubkey()).await, 0);
+    assert_eq!(relay.stored_rows(keys.pubkey()).await, 0);
     relay.stop().await;
 }
 
@@ -191,7 +175,7 @@ async fn content_and_tag_limits_are_enforced(backend: TestBackend, name: &str) {
     let tags: Vec<Vec<String>> = (0..2_001).map(|i| tag(&["t", &i.to_string()])).collect();
     let too_many_tags = keys.sign(1, tags, "2001 tags", now());
     assert_publish_refused(&relay, &mut ws, &too_many_tags, "invalid:").await;
-    assert_eq!(rows(&relay, keys.pubkey()).await, 0);
+    assert_eq!(relay.stored_rows(keys.pubkey()).await, 0);
 
     // Exactly at the limits is fine.
     let at_limit = keys.sign(1, vec![], &"x".repeat(262_144), now());
@@ -199,7 +183,7 @@ async fn content_and_tag_limits_are_enforced(backend: TestBackend, name: &str) {
     let tags: Vec<Vec<String>> = (0..2_000).map(|i| tag(&["t", &i.to_string()])).collect();
     let max_tags = keys.sign(1, tags, "2000 tags", now());
     assert_eq!(ws.publish(&max_tags).await, (true, String::new()));
-    assert_eq!(rows(&relay, keys.pubkey()).await, 2);
+    assert_eq!(relay.stored_rows(keys.pubkey()).await, 2);
     relay.stop().await;
 }
 
@@ -247,7 +231,7 @@ async fn malformed_events_are_invalid_and_echo_the_id(backend: TestBackend, name
         .expect("send");
     assert_refused(ws.wait_ok("").await, "invalid:", "event is a string");
 
-    assert_eq!(rows(&relay, keys.pubkey()).await, 0);
+    assert_eq!(relay.stored_rows(keys.pubkey()).await, 0);
     assert_alive(&mut ws).await;
     relay.stop().await;
 }
@@ -268,7 +252,7 @@ async fn oversized_frame_gets_notice_and_close(backend: TestBackend, name: &str)
         ws.is_closed().await,
         "relay closes after an oversized frame"
     );
-    assert_eq!(rows(&relay, keys.pubkey()).await, 0);
+    assert_eq!(relay.stored_rows(keys.pubkey()).await, 0);
 
     // Others are unaffected.
     let mut other = relay.ws().await;
@@ -432,7 +416,7 @@ async fn nip42_auth_rules(backend: TestBackend, name: &str) {
         .await
         .expect("authenticated REQ with #h");
     // No auth event was stored.
-    assert_eq!(rows(&relay, keys.pubkey()).await, 0);
+    assert_eq!(relay.stored_rows(keys.pubkey()).await, 0);
     relay.stop().await;
 }
 
@@ -461,11 +445,11 @@ async fn channel_writes_need_the_authors_auth(backend: TestBackend, name: &str) 
         now(),
     );
     assert_publish_refused(&relay, &mut as_alice, &two_h, "invalid:").await;
-    assert_eq!(rows(&relay, mallory.pubkey()).await, 0);
+    assert_eq!(relay.stored_rows(mallory.pubkey()).await, 0);
 
     // The author, authenticated, may write it.
     assert_eq!(as_alice.publish(&msg).await, (true, String::new()));
-    assert_eq!(rows(&relay, &msg.id).await, 1);
+    assert_eq!(relay.stored_rows(&msg.id).await, 1);
     relay.stop().await;
 }
 
@@ -548,9 +532,9 @@ async fn relay_authored_kinds_are_refused_on_every_transport(backend: TestBacken
         assert_eq!(body["id"], json!(over_http.id), "{body}");
         let message = body["message"].as_str().expect("message");
         assert!(message.starts_with("invalid:"), "{message}");
-        assert_eq!(rows(&relay, &over_http.id).await, 0);
+        assert_eq!(relay.stored_rows(&over_http.id).await, 0);
     }
-    assert_eq!(rows(&relay, keys.pubkey()).await, 0);
+    assert_eq!(relay.stored_rows(keys.pubkey()).await, 0);
     relay.stop().await;
 }
 
@@ -591,7 +575,7 @@ async fn ephemeral_events_are_live_only(backend: TestBackend, name: &str) {
         .await
         .expect("REQ");
     assert!(later.is_empty(), "ephemeral events are never returned");
-    assert_eq!(rows(&relay, keys.pubkey()).await, 0);
+    assert_eq!(relay.stored_rows(keys.pubkey()).await, 0);
     relay.stop().await;
 }
 

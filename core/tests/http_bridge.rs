@@ -27,27 +27,6 @@ both_backends!(
 // ---------------------------------------------------------------------------
 // helpers
 
-/// Rows in the `events` table (any community, deleted or not) whose author or id is
-/// `needle`.
-async fn rows(relay: &TestRelay, needle: &str) -> i64 {
-    use buzz_core::store::schema::events;
-    use diesel::prelude::*;
-    let needle = needle.to_owned();
-    relay
-        .running()
-        .services
-        .store
-        .read(move |conn| {
-            let n: i64 = buzz_core::with_conn!(conn, |c| events::table
-                .filter(events::pubkey.eq(&needle).or(events::id.eq(&needle)))
-                .count()
-                .get_result(c))?;
-            Ok(n)
-        })
-        .await
-        .expect("count rows")
-}
-
 /// Stored events matching `filter`, through a one-off subscription that is closed
 /// again (so it cannot catch later live events).
 async fn stored(ws: &mut WsClient, filter: Value) -> Vec<Event> {
@@ -227,7 +206,7 @@ async fn events_then_query_round_trip(backend: TestBackend, name: &str) {
             .is_some_and(|m| m.starts_with("duplicate:")),
         "{body}"
     );
-    assert_eq!(rows(&relay, keys.pubkey()).await, 1);
+    assert_eq!(relay.stored_rows(keys.pubkey()).await, 1);
     relay.stop().await;
 }
 
@@ -265,7 +244,7 @@ async fn invalid_event_over_http_is_refused(backend: TestBackend, name: &str) {
             .is_some_and(|m| m.starts_with("restricted:")),
         "{body}"
     );
-    assert_eq!(rows(&relay, keys.pubkey()).await, 0);
+    assert_eq!(relay.stored_rows(keys.pubkey()).await, 0);
     relay.stop().await;
 }
 
@@ -294,7 +273,7 @@ async fn nip98_failures_are_401(backend: TestBackend, name: &str) {
             );
         }
     }
-    assert_eq!(rows(&relay, author.pubkey()).await, 0);
+    assert_eq!(relay.stored_rows(author.pubkey()).await, 0);
     relay.stop().await;
 }
 
@@ -316,7 +295,7 @@ async fn nip98_replay_is_refused(backend: TestBackend, name: &str) {
     assert_eq!(http.post("/events", &body, Some(&header)).await.0, 200);
     let again = http.post("/events", &body, Some(&header)).await;
     assert_error(&again, 401, "auth-required:", "replayed /events");
-    assert_eq!(rows(&relay, keys.pubkey()).await, 1);
+    assert_eq!(relay.stored_rows(keys.pubkey()).await, 1);
 
     // A header that failed another check was not burned by the failure.
     let body = keys.sign(1, vec![], "second", now()).to_json().into_bytes();
@@ -325,7 +304,7 @@ async fn nip98_replay_is_refused(backend: TestBackend, name: &str) {
     let refused = http.post("/events", &wrong_body, Some(&header)).await;
     assert_error(&refused, 401, "auth-required:", "payload mismatch");
     assert_eq!(http.post("/events", &body, Some(&header)).await.0, 200);
-    assert_eq!(rows(&relay, keys.pubkey()).await, 2);
+    assert_eq!(relay.stored_rows(keys.pubkey()).await, 2);
     relay.stop().await;
 }
 
@@ -445,7 +424,7 @@ async fn bad_bodies_are_refused(backend: TestBackend, name: &str) {
         let answer = http.post_signed(&keys, "/events", body).await;
         assert_error(&answer, 400, "invalid:", &format!("/events {what}"));
     }
-    assert_eq!(rows(&relay, keys.pubkey()).await, 0);
+    assert_eq!(relay.stored_rows(keys.pubkey()).await, 0);
     relay.stop().await;
 }
 
@@ -495,7 +474,7 @@ async fn unknown_host_is_404_everywhere() {
         .err()
         .expect("WebSocket upgrade to an unknown host fails");
     assert!(err.to_string().contains("404"), "{err}");
-    assert_eq!(rows(&relay, keys.pubkey()).await, 0);
+    assert_eq!(relay.stored_rows(keys.pubkey()).await, 0);
     relay.stop().await;
 }
 
@@ -621,7 +600,7 @@ async fn communities_are_isolated(backend: TestBackend, name: &str) {
         (true, String::new()),
         "not a duplicate"
     );
-    assert_eq!(rows(&relay, &here.id).await, 2);
+    assert_eq!(relay.stored_rows(&here.id).await, 2);
     assert_eq!(stored(&mut remote, by_id(&here)).await, vec![here.clone()]);
 
     // Deleting it in one community leaves the other's copy alone.

@@ -58,26 +58,6 @@ impl Pair {
     }
 }
 
-/// Rows in the shared `events` table authored by `pubkey` (deleted or not).
-async fn rows(relay: &TestRelay, pubkey: &str) -> i64 {
-    use buzz_core::store::schema::events;
-    use diesel::prelude::*;
-    let pubkey = pubkey.to_owned();
-    relay
-        .running()
-        .services
-        .store
-        .read(move |conn| {
-            let n: i64 = buzz_core::with_conn!(conn, |c| events::table
-                .filter(events::pubkey.eq(&pubkey))
-                .count()
-                .get_result(c))?;
-            Ok(n)
-        })
-        .await
-        .expect("count rows")
-}
-
 /// The events of the live `EVENT` messages `ws` receives, until `quiet` passes without
 /// one.
 async fn live_events(ws: &mut WsClient, quiet: Duration) -> Vec<Value> {
@@ -221,7 +201,11 @@ async fn concurrent_replaceable_writes_keep_one_newest() {
             }
         }
     }
-    assert_eq!(rows(&pair.a, keys.pubkey()).await, 2, "one row per slot");
+    assert_eq!(
+        pair.a.stored_rows(keys.pubkey()).await,
+        2,
+        "one row per slot"
+    );
     pair.stop().await;
 }
 

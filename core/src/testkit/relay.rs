@@ -129,6 +129,26 @@ impl TestRelay {
             .expect("legacy insert");
     }
 
+    /// Rows in the `events` table (any community, deleted or not) whose author or id is
+    /// `needle`: the proof that a refused event left nothing behind.
+    pub async fn stored_rows(&self, needle: &str) -> i64 {
+        use crate::store::schema::events;
+        use diesel::prelude::*;
+        let needle = needle.to_owned();
+        self.running()
+            .services
+            .store
+            .read(move |mut conn| {
+                let n: i64 = crate::with_conn!(&mut conn, |c| events::table
+                    .filter(events::pubkey.eq(&needle).or(events::id.eq(&needle)))
+                    .count()
+                    .get_result(c))?;
+                Ok(n)
+            })
+            .await
+            .expect("count rows")
+    }
+
     /// The `thread_metadata` row of `event_id` in the default community.
     pub async fn thread_row(&self, event_id: &str) -> Option<crate::channels::threads::ThreadRow> {
         let services = &self.running().services;

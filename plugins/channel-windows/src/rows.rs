@@ -103,6 +103,33 @@ pub(crate) struct ReplyScan<'a> {
     pub(crate) take: i64,
 }
 
+/// The predicates both reply scans share (root, channel, depth 1..=max, not deleted,
+/// kinds), as a boxed query. A macro because inside `with_conn!` the boxed query's type
+/// differs per backend.
+macro_rules! replies_of {
+    ($scan:expr, $max_depth:expr, $kinds:expr) => {{
+        let mut q = thread_metadata::table
+            .inner_join(
+                events::table.on(events::community_id
+                    .eq(thread_metadata::community_id)
+                    .and(events::id.eq(thread_metadata::event_id))),
+            )
+            .filter(thread_metadata::community_id.eq($scan.community_id))
+            .filter(thread_metadata::root_id.eq($scan.root))
+            .filter(thread_metadata::channel_id.eq($scan.channel))
+            .filter(thread_metadata::deleted.eq(false))
+            .filter(thread_metadata::depth.between(1, $max_depth))
+            .filter(events::channel_id.eq($scan.channel))
+            .filter(events::deleted_at.is_null())
+            .select(EventRow::as_select())
+            .into_boxed();
+        if let Some(kinds) = $kinds {
+            q = q.filter(events::kind.eq_any(kinds.clone()));
+        }
+        q
+    }};
+}
+
 impl ReplyScan<'_> {
     /// Replies newest first (`created_at DESC, id ASC`), after a window cursor.
     pub(crate) fn newest_first(
@@ -113,24 +140,7 @@ impl ReplyScan<'_> {
         let max_depth = i32::try_from(self.max_depth).unwrap_or(i32::MAX);
         let kinds = self.kinds.map(kind_values);
         Ok(with_conn!(conn, |c| {
-            let mut q = thread_metadata::table
-                .inner_join(
-                    events::table.on(events::community_id
-                        .eq(thread_metadata::community_id)
-                        .and(events::id.eq(thread_metadata::event_id))),
-                )
-                .filter(thread_metadata::community_id.eq(self.community_id))
-                .filter(thread_metadata::root_id.eq(self.root))
-                .filter(thread_metadata::channel_id.eq(self.channel))
-                .filter(thread_metadata::deleted.eq(false))
-                .filter(thread_metadata::depth.between(1, max_depth))
-                .filter(events::channel_id.eq(self.channel))
-                .filter(events::deleted_at.is_null())
-                .select(EventRow::as_select())
-                .into_boxed();
-            if let Some(kinds) = &kinds {
-                q = q.filter(events::kind.eq_any(kinds.clone()));
-            }
+            let mut q = replies_of!(self, max_depth, &kinds);
             if let Some(cursor) = cursor {
                 q = q
                     .filter(thread_metadata::created_at.le(cursor.created_at))
@@ -158,24 +168,7 @@ impl ReplyScan<'_> {
         let max_depth = i32::try_from(self.max_depth).unwrap_or(i32::MAX);
         let kinds = self.kinds.map(kind_values);
         Ok(with_conn!(conn, |c| {
-            let mut q = thread_metadata::table
-                .inner_join(
-                    events::table.on(events::community_id
-                        .eq(thread_metadata::community_id)
-                        .and(events::id.eq(thread_metadata::event_id))),
-                )
-                .filter(thread_metadata::community_id.eq(self.community_id))
-                .filter(thread_metadata::root_id.eq(self.root))
-                .filter(thread_metadata::channel_id.eq(self.channel))
-                .filter(thread_metadata::deleted.eq(false))
-                .filter(thread_metadata::depth.between(1, max_depth))
-                .filter(events::channel_id.eq(self.channel))
-                .filter(events::deleted_at.is_null())
-                .select(EventRow::as_select())
-                .into_boxed();
-            if let Some(kinds) = &kinds {
-                q = q.filter(events::kind.eq_any(kinds.clone()));
-            }
+            let mut q = replies_of!(self, max_depth, &kinds);
             match cursor {
                 LegacyCursor::Start => {}
                 LegacyCursor::After {
