@@ -51,10 +51,6 @@ impl Communities {
     pub fn resolve(&self, host_header: &str) -> Option<Arc<Community>> {
         self.by_host.get(&normalize_host(host_header)).cloned()
     }
-
-    pub fn all(&self) -> impl Iterator<Item = &Arc<Community>> {
-        self.by_host.values()
-    }
 }
 
 /// A `Host` value split into its name and optional port.

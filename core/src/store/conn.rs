@@ -61,12 +61,4 @@ impl Conn<'_> {
             Conn::Pg(c) => c.transaction(|c| f(&mut Conn::Pg(c))),
         }
     }
-
-    /// Reborrow, so a `&mut Conn` can be handed on as a `Conn`.
-    pub fn reborrow(&mut self) -> Conn<'_> {
-        match self {
-            Conn::Sqlite(c) => Conn::Sqlite(c),
-            Conn::Pg(c) => Conn::Pg(c),
-        }
-    }
 }

@@ -34,16 +34,6 @@ pub struct Scope {
 }
 
 impl Scope {
-    /// Everything in one community (relay-internal reads).
-    pub fn everything(community_id: i64) -> Scope {
-        Scope {
-            community_id,
-            community_wide: true,
-            channels: ChannelScope::All,
-            expiry: Default::default(),
-        }
-    }
-
     /// May a reader with this scope see `event` (a live event) at `now`?
     pub fn allows(&self, event: &crate::event::StoredEvent, now: i64) -> bool {
         if event.community_id != self.community_id {
