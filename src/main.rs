@@ -8,6 +8,11 @@ use buzz_core::store::Store;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
+/// mimalloc: ingest allocates many small buffers on one thread and frees them on another
+/// (worker → writer → worker); glibc's malloc spends a tenth of the ingest path on that.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(name = "buzz-relay", version, about = "Team chat relay over Nostr")]
 struct Cli {

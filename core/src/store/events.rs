@@ -15,6 +15,11 @@ pub(crate) const MAX_INDEXED_TAG_VALUE: usize = 1_024;
 /// replaceable slot at the same moment.
 const REPLACE_RETRIES: usize = 3;
 
+diesel::define_sql_function! {
+    /// SQLite's rowid of the last row this connection inserted (`events.seq`).
+    fn last_insert_rowid() -> diesel::sql_types::BigInt;
+}
+
 /// What happened to an event handed to [`insert_event`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum InsertOutcome {
@@ -28,8 +33,10 @@ pub enum InsertOutcome {
     Superseded,
 }
 
+/// `treat_none_as_null`: every column is always bound, so the statement's SQL never
+/// changes and diesel reuses one prepared statement instead of rebuilding it per event.
 #[derive(Insertable)]
-#[diesel(table_name = events)]
+#[diesel(table_name = events, treat_none_as_null = true)]
 struct NewEvent<'a> {
     community_id: i64,
     id: &'a str,
@@ -143,39 +150,53 @@ fn insert_once(
         d_tag: event.d_tag(),
         replace_key,
     };
-    // The common case in one statement: insert unless the id is already stored.
-    let seq: Option<i64> = with_conn!(conn, |c| diesel::insert_into(events::table)
-        .values(&row)
-        .on_conflict((events::community_id, events::id))
-        .do_nothing()
-        .returning(events::seq)
-        .get_result(c)
-        .optional())?;
+    // The common case: insert unless the id is already stored.
+    let seq: Option<i64> = match conn {
+        // SQLite runs a statement with RETURNING like one with a trigger, which makes it
+        // copy every page it touches into a statement journal first. A plain insert
+        // followed by `last_insert_rowid()` (same connection, nothing in between) skips
+        // that copy, the largest single cost of the writer.
+        Conn::Sqlite(c) => {
+            let inserted = diesel::insert_into(events::table)
+                .values(&row)
+                .on_conflict((events::community_id, events::id))
+                .do_nothing()
+                .execute(*c)?;
+            match inserted {
+                0 => None,
+                _ => Some(diesel::select(last_insert_rowid()).get_result(*c)?),
+            }
+        }
+        Conn::Pg(c) => diesel::insert_into(events::table)
+            .values(&row)
+            .on_conflict((events::community_id, events::id))
+            .do_nothing()
+            .returning(events::seq)
+            .get_result(*c)
+            .optional()?,
+    };
     let Some(seq) = seq else {
         return Ok(known_id(conn, community_id, &event.id)?.unwrap_or(InsertOutcome::Duplicate));
     };
 
-    let tags: Vec<NewTag<'_>> = event
-        .tags
-        .iter()
-        .enumerate()
-        .filter_map(|(position, tag)| match tag.as_slice() {
-            [name, value, ..] if !name.is_empty() && value.len() <= MAX_INDEXED_TAG_VALUE => {
-                Some(NewTag {
-                    event_seq: seq,
-                    position: position as i32,
-                    community_id,
-                    name,
-                    value,
-                })
-            }
-            _ => None,
-        })
-        .collect();
-    // Bounded chunks keep each statement under the backends' bind-parameter limits.
-    for chunk in tags.chunks(500) {
+    // One row per statement: a single-row insert has fixed SQL (one cached prepared
+    // statement) and, unlike a multi-row VALUES list, needs no SQLite statement journal.
+    for (position, tag) in event.tags.iter().enumerate() {
+        let [name, value, ..] = tag.as_slice() else {
+            continue;
+        };
+        if name.is_empty() || value.len() > MAX_INDEXED_TAG_VALUE {
+            continue;
+        }
+        let row = NewTag {
+            event_seq: seq,
+            position: position as i32,
+            community_id,
+            name,
+            value,
+        };
         with_conn!(conn, |c| diesel::insert_into(event_tags::table)
-            .values(chunk)
+            .values(&row)
             .execute(c))?;
     }
     Ok(InsertOutcome::Stored { seq })

@@ -5,6 +5,7 @@
 //! group-committing writer thread ([`Store::write`]) so SQLite never sees two writers
 //! and a burst of events shares one fsync.
 
+mod checkpoint;
 mod conn;
 mod events;
 mod migrate;

@@ -18,6 +18,9 @@ pub(crate) enum Pool {
 /// WAL lets readers run beside the single writer; `synchronous = FULL` makes a commit
 /// durable before the relay says `OK`; the busy timeout covers WAL checkpoints. Savepoint
 /// journals stay in memory (`temp_store`) and each connection caches 32 MiB of pages.
+/// Checkpoints normally run on their own thread (`checkpoint.rs`); the automatic one at
+/// 10,000 pages (40 MiB of WAL) is only the backstop that lets a busy WAL start over,
+/// and a WAL that grew past 64 MiB is cut back when it does.
 #[derive(Debug)]
 struct SqliteSetup;
 
@@ -29,7 +32,9 @@ impl CustomizeConnection<SqliteConnection, diesel::r2d2::Error> for SqliteSetup 
              PRAGMA synchronous = FULL;
              PRAGMA foreign_keys = ON;
              PRAGMA temp_store = MEMORY;
-             PRAGMA cache_size = -32768;",
+             PRAGMA cache_size = -32768;
+             PRAGMA wal_autocheckpoint = 10000;
+             PRAGMA journal_size_limit = 67108864;",
         )
         .map_err(diesel::r2d2::Error::QueryError)
     }
@@ -79,6 +84,15 @@ impl Pool {
             Pool::Sqlite(p) => OwnedConn::Sqlite(p.get()?),
             Pool::Pg(p) => OwnedConn::Pg(p.get()?),
         })
+    }
+
+    /// Copy what the WAL holds back into the database file without blocking the writer
+    /// or readers (SQLite `PASSIVE` checkpoint; PostgreSQL checkpoints on its own).
+    pub(crate) fn checkpoint(&self) -> Result<(), StoreError> {
+        match self {
+            Pool::Sqlite(p) => Ok(p.get()?.batch_execute("PRAGMA wal_checkpoint(PASSIVE);")?),
+            Pool::Pg(_) => Ok(()),
+        }
     }
 
     /// Borrow a connection for the duration of `f`.

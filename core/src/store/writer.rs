@@ -6,15 +6,18 @@
 //! with a savepoint per job so that the failing job rolls back alone (savepoints cost
 //! two statements per job, which the common all-succeed batch does without). A failing
 //! commit fails every job of the batch. Answering after the commit is what lets
-//! the relay say `OK true` only for durable events.
+//! the relay say `OK true` only for durable events. On SQLite the writer only appends to
+//! the WAL; copying it back into the database runs on a thread of its own
+//! (`checkpoint.rs`), which each commit wakes.
 
-use super::conn::Conn;
+use super::checkpoint::Checkpointer;
+use super::conn::{Backend, Conn};
 use super::pool::{OwnedConn, Pool};
 use super::StoreError;
 use crate::error::Reason;
 use diesel::Connection;
 use std::any::Any;
-use std::sync::{Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use tokio::sync::{mpsc, oneshot};
 
 /// Most jobs committed together.
@@ -38,18 +41,33 @@ pub(crate) struct Writer {
     /// `None` once shutdown began: later writes are refused, queued ones still finish.
     sender: RwLock<Option<mpsc::Sender<Request>>>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// SQLite only: WAL checkpoints off the writer's path.
+    checkpointer: Option<Arc<Checkpointer>>,
 }
 
 impl Writer {
     pub(crate) fn start(pool: Pool) -> Result<Writer, StoreError> {
+        let spawn_error = |what: &str, e: std::io::Error| {
+            StoreError::Connect(format!("spawning the {what} thread: {e}"))
+        };
+        let checkpointer = match pool.backend() {
+            Backend::Sqlite => Some(Arc::new(
+                Checkpointer::start(pool.clone()).map_err(|e| spawn_error("checkpoint", e))?,
+            )),
+            Backend::Postgres => None,
+        };
         let (tx, rx) = mpsc::channel(QUEUE_DEPTH);
         let thread = std::thread::Builder::new()
             .name("buzz-store-writer".into())
-            .spawn(move || run(pool, rx))
-            .map_err(|e| StoreError::Connect(format!("spawning writer thread: {e}")))?;
+            .spawn({
+                let checkpointer = checkpointer.clone();
+                move || run(pool, rx, checkpointer.as_deref())
+            })
+            .map_err(|e| spawn_error("writer", e))?;
         Ok(Writer {
             sender: RwLock::new(Some(tx)),
             thread: Mutex::new(Some(thread)),
+            checkpointer,
         })
     }
 
@@ -84,13 +102,21 @@ impl Writer {
             sender.take();
         }
         let handle = self.thread.lock().ok().and_then(|mut t| t.take());
-        if let Some(handle) = handle {
-            let _ = tokio::task::spawn_blocking(move || handle.join()).await;
-        }
+        let checkpointer = self.checkpointer.clone();
+        let _ = tokio::task::spawn_blocking(move || {
+            if let Some(handle) = handle {
+                let _ = handle.join();
+            }
+            // After the last commit: the final checkpoint sees every write.
+            if let Some(checkpointer) = checkpointer {
+                checkpointer.stop();
+            }
+        })
+        .await;
     }
 }
 
-fn run(pool: Pool, mut rx: mpsc::Receiver<Request>) {
+fn run(pool: Pool, mut rx: mpsc::Receiver<Request>, checkpointer: Option<&Checkpointer>) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     // The writer keeps its connection between batches (warm statement cache); after a
     // failed commit it takes a fresh one, in case the old one is broken.
@@ -123,6 +149,8 @@ fn run(pool: Pool, mut rx: mpsc::Receiver<Request>) {
         };
         if !committed {
             held = None;
+        } else if let Some(checkpointer) = checkpointer {
+            checkpointer.committed();
         }
     }
 }

@@ -34,6 +34,11 @@ use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
 use tokio_tungstenite::tungstenite::Message;
 
+/// The relay binary's allocator (src/main.rs), so the embedded relay runs as it does
+/// in production.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser, Debug)]
 #[command(
     name = "ingest-bench",
@@ -540,8 +545,9 @@ mod cpu {
     /// Clock ticks per second of `/proc` times (`CLK_TCK`, 100 on Linux).
     const TICKS: f64 = 100.0;
 
-    const GROUPS: [(&str, &str); 4] = [
+    const GROUPS: [(&str, &str); 5] = [
         ("buzz-store-writ", "relay storage writer thread"),
+        ("buzz-store-chec", "relay WAL checkpoint thread"),
         ("actix-server wo", "relay workers (ws, verify, pipeline)"),
         ("tokio-rt-worker", "relay blocking pool (reads, policy)"),
         (super::CLIENT_THREAD, "bench client (publishers)"),
