@@ -13,6 +13,7 @@ both_backends!(
     author_deletion_hides_events,
     duplicate_is_ok_true,
     live_fan_out_reaches_matching_subscriptions,
+    every_tag_of_a_large_event_is_indexed,
 );
 
 async fn publish_query_and_survive_restart(backend: TestBackend, name: &str) {
@@ -135,5 +136,27 @@ async fn live_fan_out_reaches_matching_subscriptions(backend: TestBackend, name:
         .await
         .expect("live event");
     assert_eq!(got, json!(["EVENT", "live", news]));
+    relay.stop().await;
+}
+
+async fn every_tag_of_a_large_event_is_indexed(backend: TestBackend, name: &str) {
+    let Some(relay) = TestRelay::start(backend, name).await else {
+        return;
+    };
+    let keys = Keys::generate();
+    // The most tags an event may carry; each is indexed by its own statement.
+    let tags: Vec<Vec<String>> = (0..2_000)
+        .map(|i| tag(&["t", &format!("topic-{i}")]))
+        .collect();
+    let event = keys.sign(1, tags, "many topics", now());
+    let mut ws = relay.ws().await;
+    assert_eq!(ws.publish(&event).await, (true, String::new()));
+    for topic in ["topic-0", "topic-1000", "topic-1999"] {
+        let got = ws
+            .req("s", vec![json!({"#t": [topic]})])
+            .await
+            .expect("REQ");
+        assert_eq!(got, vec![event.clone()], "found by #t {topic}");
+    }
     relay.stop().await;
 }
