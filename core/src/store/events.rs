@@ -71,9 +71,10 @@ pub fn insert_event(
     channel_id: Option<&str>,
     received_at: i64,
 ) -> Result<InsertOutcome, Reason> {
-    if conn.backend() == super::Backend::Sqlite {
-        // One writer per SQLite database: no other process can race us to a slot, so
-        // the retry savepoint below would be pure cost.
+    if conn.backend() == super::Backend::Sqlite || event.replace_key().is_none() {
+        // Only a replaceable slot can be raced: one writer per SQLite database, and
+        // identity conflicts are settled by `ON CONFLICT DO NOTHING`. Here the retry
+        // savepoint below (two more statements) would be pure cost.
         return insert_once(conn, community_id, event, channel_id, received_at)
             .map_err(Reason::from);
     }
@@ -179,25 +180,42 @@ fn insert_once(
         return Ok(known_id(conn, community_id, &event.id)?.unwrap_or(InsertOutcome::Duplicate));
     };
 
-    // One row per statement: a single-row insert has fixed SQL (one cached prepared
-    // statement) and, unlike a multi-row VALUES list, needs no SQLite statement journal.
-    for (position, tag) in event.tags.iter().enumerate() {
-        let [name, value, ..] = tag.as_slice() else {
-            continue;
-        };
-        if name.is_empty() || value.len() > MAX_INDEXED_TAG_VALUE {
-            continue;
+    let tags = event
+        .tags
+        .iter()
+        .enumerate()
+        .filter_map(|(position, tag)| match tag.as_slice() {
+            [name, value, ..] if !name.is_empty() && value.len() <= MAX_INDEXED_TAG_VALUE => {
+                Some(NewTag {
+                    event_seq: seq,
+                    position: position as i32,
+                    community_id,
+                    name,
+                    value,
+                })
+            }
+            _ => None,
+        });
+    match conn {
+        // One row per statement: fixed SQL (one cached prepared statement), and unlike a
+        // multi-row VALUES list no statement journal. Statements are cheap in-process.
+        Conn::Sqlite(c) => {
+            for row in tags {
+                diesel::insert_into(event_tags::table)
+                    .values(&row)
+                    .execute(*c)?;
+            }
         }
-        let row = NewTag {
-            event_seq: seq,
-            position: position as i32,
-            community_id,
-            name,
-            value,
-        };
-        with_conn!(conn, |c| diesel::insert_into(event_tags::table)
-            .values(&row)
-            .execute(c))?;
+        // Over the network a statement is a round trip: as few as the bind-parameter
+        // limit allows.
+        Conn::Pg(c) => {
+            let rows: Vec<NewTag<'_>> = tags.collect();
+            for chunk in rows.chunks(500) {
+                diesel::insert_into(event_tags::table)
+                    .values(chunk)
+                    .execute(*c)?;
+            }
+        }
     }
     Ok(InsertOutcome::Stored { seq })
 }

@@ -13,7 +13,7 @@
 //! any clock starts.
 //!
 //! ```text
-//! cargo run --release -p buzz-ingest-bench -- --publishers 8 --events 40000
+//! cargo run --release -p buzz-ingest-bench -- --publishers 8 --events 100000
 //! ```
 //!
 //! `--database-url postgres://…` is used as an admin URL: the bench creates a scratch
@@ -49,7 +49,7 @@ struct Args {
     #[arg(long, default_value_t = 8)]
     publishers: usize,
     /// Events ingested in total (split evenly over the publishers).
-    #[arg(long, default_value_t = 40_000)]
+    #[arg(long, default_value_t = 100_000)]
     events: usize,
     /// Signatures verified for the bare-verify figure.
     #[arg(long, default_value_t = 20_000)]
