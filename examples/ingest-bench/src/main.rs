@@ -3,7 +3,8 @@
 //! Two figures, one run:
 //! 1. **Bare verify**: BIP-340 verifications per second on one thread, over pre-signed
 //!    events ([`buzz_core::event::verify_signature`], exactly what ingest calls).
-//! 2. **Ingest**: a real relay (SQLite in a temp dir by default) on 127.0.0.1:0, fed
+//! 2. **Ingest**: a real relay with its default settings (SQLite in a temp dir by
+//!    default, `synchronous = FULL`, the default Lua policies) on 127.0.0.1:0, fed
 //!    pre-signed kind-1 events by N concurrent WebSocket publishers. Each publisher
 //!    pipelines: it keeps up to `--inflight` EVENTs unanswered and sends the next as each
 //!    `OK` arrives. The rate is wall-clock from the first send to the last `OK`, and
@@ -59,10 +60,10 @@ struct Args {
     #[arg(long)]
     inflight: Option<usize>,
     /// The relay's `limits.max_inflight_events` for this run: EVENTs one connection may
-    /// have in flight. 256 lets a burst from few connections fill a group commit (the
-    /// config default, 64, favours memory per connection).
-    #[arg(long, default_value_t = 256)]
-    relay_inflight: usize,
+    /// have in flight (default: the relay's own default). More lets a burst from few
+    /// connections fill a larger group commit, at more memory per connection.
+    #[arg(long)]
+    relay_inflight: Option<usize>,
     /// Relay HTTP workers (0 = one per core, the relay's default).
     #[arg(long, default_value_t = 0)]
     workers: usize,
@@ -136,7 +137,7 @@ fn main() -> anyhow::Result<()> {
     );
     println!(
         "    ({} EVENTs in flight per publisher, relay max_inflight_events {})",
-        ingest.inflight, args.relay_inflight
+        ingest.inflight, ingest.relay_inflight
     );
     if !ingest.cpu.is_empty() {
         let busy: f64 = ingest.cpu.iter().map(|(_, secs)| secs).sum();
@@ -231,6 +232,7 @@ struct IngestFigures {
     events: usize,
     wall: Duration,
     inflight: usize,
+    relay_inflight: usize,
     /// CPU seconds per thread group during ingest (Linux; empty elsewhere).
     cpu: Vec<(&'static str, f64)>,
 }
@@ -273,9 +275,12 @@ async fn ingest(args: &Args, workload: Workload) -> anyhow::Result<IngestFigures
         settings.policies.access = policies.join("access.lua");
         settings.policies.moderation = policies.join("moderation.lua");
     }
-    settings.limits.max_inflight_events = args.relay_inflight;
+    if let Some(relay_inflight) = args.relay_inflight {
+        settings.limits.max_inflight_events = relay_inflight;
+    }
     settings.policies.enabled = workload.policies;
-    let inflight = args.inflight.unwrap_or(settings.limits.max_inflight_events);
+    let relay_inflight = settings.limits.max_inflight_events;
+    let inflight = args.inflight.unwrap_or(relay_inflight);
     let relay = RelayBuilder::new(settings)
         .without_signal_handlers()
         .start()
@@ -335,6 +340,7 @@ async fn ingest(args: &Args, workload: Workload) -> anyhow::Result<IngestFigures
         events: total,
         wall,
         inflight,
+        relay_inflight,
         cpu,
     })
 }
