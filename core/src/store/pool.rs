@@ -41,8 +41,10 @@ impl CustomizeConnection<SqliteConnection, diesel::r2d2::Error> for SqliteSetup 
 }
 
 impl Pool {
-    pub(crate) fn connect(url: &str, size: u32) -> Result<Pool, StoreError> {
-        let size = size.max(2);
+    /// A pool with `reads` connections for reads plus the ones the store keeps for
+    /// itself: the writer's, and on SQLite the checkpoint thread's.
+    pub(crate) fn connect(url: &str, reads: u32) -> Result<Pool, StoreError> {
+        let reads = reads.max(1);
         if let Some(path) = url.strip_prefix("sqlite://") {
             if let Some(dir) = std::path::Path::new(path).parent() {
                 if !dir.as_os_str().is_empty() {
@@ -52,7 +54,7 @@ impl Pool {
                 }
             }
             let pool = R2d2::builder()
-                .max_size(size)
+                .max_size(reads + 2)
                 .connection_timeout(Duration::from_secs(10))
                 .connection_customizer(Box::new(SqliteSetup))
                 .build(ConnectionManager::<SqliteConnection>::new(path))
@@ -60,7 +62,7 @@ impl Pool {
             Ok(Pool::Sqlite(pool))
         } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             let pool = R2d2::builder()
-                .max_size(size)
+                .max_size(reads + 1)
                 .connection_timeout(Duration::from_secs(10))
                 .build(ConnectionManager::<PgConnection>::new(url))
                 .map_err(|e| StoreError::Connect(e.to_string()))?;
