@@ -94,8 +94,8 @@ pub struct LimitSettings {
     pub max_filters: usize,
     /// Largest `limit` honoured; also the default when a filter has none.
     pub max_limit: u64,
-    /// Messages queued for one WebSocket client before it counts as too slow and is
-    /// disconnected.
+    /// Messages queued for one WebSocket client. Live events that find it full, or a
+    /// REQ answer that waits 30 s for room, disconnect the client as too slow.
     pub max_outbound_queue: usize,
     /// EVENT messages one connection may have in flight at once.
     pub max_inflight_events: usize,

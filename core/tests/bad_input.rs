@@ -582,6 +582,34 @@ async fn ephemeral_events_are_live_only(backend: TestBackend, name: &str) {
 // ---------------------------------------------------------------------------
 // Slow consumers
 
+/// A REQ may answer with more messages than the outbound queue holds; a client that
+/// reads gets all of them, and stays connected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn req_answer_larger_than_the_outbound_queue_is_delivered() {
+    let relay = TestRelay::start_with(
+        TestBackend::Sqlite,
+        "req_answer_larger_than_the_outbound_queue_is_delivered",
+        |s| s.limits.max_outbound_queue = 4,
+        Vec::new(),
+    )
+    .await
+    .expect("sqlite relay");
+    let keys = Keys::generate();
+    let mut ws = relay.ws().await;
+    for i in 0..40 {
+        let event = keys.sign(1, vec![tag(&["t", "many"])], &format!("note {i}"), now());
+        assert!(ws.publish(&event).await.0, "event {i} accepted");
+    }
+    let got = ws
+        .req("many", vec![json!({"#t": ["many"], "limit": 40})])
+        .await
+        .expect("the whole answer, then EOSE");
+    assert_eq!(got.len(), 40);
+    let after = keys.sign(1, vec![], "still connected", now());
+    assert_eq!(ws.publish(&after).await, (true, String::new()));
+    relay.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_reader_is_disconnected_and_relay_stays_healthy() {
     let relay = TestRelay::start_with(

@@ -2,8 +2,9 @@
 //!
 //! The connection task reads client messages and live events; a separate writer task
 //! drains a bounded outbound queue into the socket. A client that lets that queue fill
-//! (or falls behind the live broadcast) is too slow and is disconnected: memory per
-//! connection stays bounded.
+//! with live events (or falls behind the live broadcast), or leaves it full for 30 s
+//! while a REQ answer waits to be queued, is too slow and is disconnected: memory per
+//! connection stays bounded, and a large answer to a client that reads is delivered.
 
 mod messages;
 
@@ -25,6 +26,8 @@ use tokio::sync::{broadcast, mpsc, Notify, OwnedSemaphorePermit, Semaphore};
 
 /// How long a closing handshake may wait for a slow client.
 const CLOSE_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+/// How long a REQ answer may wait for room in the outbound queue.
+const ANSWER_STALL: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Upgrade `GET /` to a WebSocket; an unknown host refuses the upgrade with 404.
 pub(super) async fn upgrade(
@@ -98,6 +101,21 @@ impl Outbound {
     fn send(&self, text: String) {
         if let Err(mpsc::error::TrySendError::Full(_)) = self.queue.try_send(text) {
             self.too_slow.notify_one();
+        }
+    }
+
+    /// Queue part of an answer the client asked for (a REQ's stored events), waiting for
+    /// room: one answer may hold more messages than the queue. A client that lets the
+    /// queue stay full for [`ANSWER_STALL`] is too slow. `false`: stop answering.
+    async fn send_answer(&self, text: String) -> bool {
+        match tokio::time::timeout(ANSWER_STALL, self.queue.send(text)).await {
+            Ok(Ok(())) => true,
+            // The socket writer is gone: the connection is closing anyway.
+            Ok(Err(_)) => false,
+            Err(_) => {
+                self.too_slow.notify_one();
+                false
+            }
         }
     }
 }
@@ -298,10 +316,13 @@ impl Connection {
             }
             Ok(result) => {
                 for event in &result.events {
-                    self.out.send(messages::event(&sub_id, event));
+                    if !self.out.send_answer(messages::event(&sub_id, event)).await {
+                        return;
+                    }
                 }
-                self.out.send(messages::eose(&sub_id));
-                self.subs.insert(sub_id, result.live_filters);
+                if self.out.send_answer(messages::eose(&sub_id)).await {
+                    self.subs.insert(sub_id, result.live_filters);
+                }
             }
             Err(reason) => {
                 self.subs.remove(&sub_id);
