@@ -93,7 +93,13 @@ impl Reason {
 
 impl From<crate::store::StoreError> for Reason {
     fn from(err: crate::store::StoreError) -> Self {
-        Reason::Internal(anyhow::Error::new(err))
+        match err.transient() {
+            Some(text) => {
+                tracing::warn!(error = %err, "storage temporarily unavailable");
+                Reason::Unavailable(text.to_owned())
+            }
+            None => Reason::Internal(anyhow::Error::new(err)),
+        }
     }
 }
 

@@ -49,7 +49,42 @@ pub enum StoreError {
 
 impl From<diesel::result::Error> for Reason {
     fn from(err: diesel::result::Error) -> Self {
-        Reason::Internal(anyhow::Error::new(StoreError::Db(err)))
+        Reason::from(StoreError::Db(err))
+    }
+}
+
+impl StoreError {
+    /// The client-facing text when this failure says "not now" rather than "broken":
+    /// no pooled connection came free in time, the database is locked by another writer,
+    /// a statement or lock timed out, the connection dropped, or a serialization
+    /// conflict. These reach clients as retryable `error:` (HTTP 503); anything else is
+    /// an internal error (500).
+    pub fn transient(&self) -> Option<&'static str> {
+        use diesel::result::{DatabaseErrorKind as Kind, Error};
+        // Matched by message: neither backend gives diesel a kind for these. SQLite's
+        // texts are fixed; PostgreSQL's are its (default, English) server messages.
+        const TIMEOUTS: [&str; 4] = [
+            "database is locked",
+            "database table is locked",
+            "statement timeout",
+            "lock timeout",
+        ];
+        match self {
+            StoreError::Pool(_) => Some("database busy: no connection free; retry with backoff"),
+            StoreError::Db(Error::DatabaseError(Kind::SerializationFailure, _)) => {
+                Some("database conflict; retry")
+            }
+            StoreError::Db(Error::DatabaseError(
+                Kind::ClosedConnection | Kind::UnableToSendCommand,
+                _,
+            )) => Some("database connection lost; retry with backoff"),
+            StoreError::Db(Error::DatabaseError(_, info))
+                if TIMEOUTS.iter().any(|t| info.message().contains(t)) =>
+            {
+                Some("database timeout; retry with backoff")
+            }
+            _ => None,
+        }
     }
 }
 
@@ -142,5 +177,45 @@ impl Store {
     /// Stop accepting writes, finish the queued ones and wait for the writer to exit.
     pub async fn shutdown(&self) {
         self.inner.writer.shutdown().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::StoreError;
+    use crate::error::Reason;
+    use diesel::connection::SimpleConnection;
+    use diesel::{Connection, SqliteConnection};
+
+    /// A second writer on a locked SQLite database is a retryable 503, not a 500.
+    #[test]
+    fn a_locked_database_is_transient() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("locked.db");
+        let path = path.to_str().expect("utf-8 path");
+        let mut holder = SqliteConnection::establish(path).expect("open");
+        holder
+            .batch_execute("PRAGMA journal_mode = WAL; CREATE TABLE t (x); BEGIN IMMEDIATE;")
+            .expect("take the write lock");
+        let mut other = SqliteConnection::establish(path).expect("open");
+        let err = other
+            .batch_execute("PRAGMA busy_timeout = 0; BEGIN IMMEDIATE;")
+            .expect_err("the database is locked");
+
+        let reason = Reason::from(StoreError::Db(err));
+        assert!(matches!(reason, Reason::Unavailable(_)), "{reason:?}");
+        assert_eq!(reason.http_status().as_u16(), 503);
+        assert_eq!(
+            reason.wire_text(),
+            "error: database timeout; retry with backoff"
+        );
+    }
+
+    #[test]
+    fn broken_data_stays_internal() {
+        let err = diesel::result::Error::DeserializationError("bad column".into());
+        let reason = Reason::from(StoreError::Db(err));
+        assert!(matches!(reason, Reason::Internal(_)), "{reason:?}");
+        assert_eq!(reason.http_status().as_u16(), 500);
     }
 }

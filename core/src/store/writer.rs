@@ -193,12 +193,16 @@ fn commit_batch<C: Connection>(
             true
         }
         Err(err) => {
+            let err = StoreError::Db(err);
             let cause = format!("commit failed: {err}");
             tracing::error!(%cause, jobs = jobs.len(), "storage batch rolled back");
+            let transient = err.transient();
             for request in jobs {
-                let _ = request
-                    .reply
-                    .send(Err(Reason::Internal(anyhow::anyhow!(cause.clone()))));
+                let reason = match transient {
+                    Some(text) => Reason::Unavailable(text.to_owned()),
+                    None => Reason::Internal(anyhow::anyhow!(cause.clone())),
+                };
+                let _ = request.reply.send(Err(reason));
             }
             false
         }
