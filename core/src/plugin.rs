@@ -18,6 +18,10 @@
 //! - **Filter claims** ([`Plugin::claims_filter`] / [`Plugin::answer`]): exclusive; the
 //!   first plugin that claims a filter answers it, with all its claimed filters of the
 //!   query at once. Unclaimed filters are served by core.
+//! - **Live fan-out contributions**: additive. A plugin publishes relay-made events with
+//!   [`Services::bus`] (from [`Plugin::after_commit`] or a background task); every
+//!   connection delivers them through its own access scope and subscription filters, as
+//!   it does stored events, and across relay processes when the bus is Redis.
 //! - **Routes, NIP-11 fields, background tasks**: additive.
 
 use crate::access::AccessService;

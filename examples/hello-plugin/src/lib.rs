@@ -6,7 +6,7 @@
 //! | hook | behaviour |
 //! |---|---|
 //! | [`Plugin::check_event`] | refuses content containing a configured banned word (`blocked:`) |
-//! | [`Plugin::after_commit`] | counts stored events per community and kind, in memory |
+//! | [`Plugin::after_commit`] | counts stored events per community and kind, in memory, and contributes the fresh kind-20999 stats event to live fan-out ([`Services::bus`]) |
 //! | [`Plugin::claims_filter`] / [`Plugin::answer`] | a filter with `"hello_stats": true` is answered with one relay-signed kind-20999 event holding the counts |
 //! | [`Plugin::routes`] | `GET /hello/stats`: the same counts as JSON |
 //! | [`Plugin::nip11`] | adds `"hello": {"banned_words": N}` |
@@ -32,6 +32,7 @@ use buzz_core::event::{Event, StoredEvent};
 use buzz_core::filter::Filter;
 use buzz_core::http::{AppState, RequestCtx};
 use buzz_core::keys::Keys;
+use buzz_core::live::LiveBus;
 use buzz_core::plugin::{Plugin, PluginFactory, QueryAnswer, Services};
 use serde_json::{json, Map, Value};
 use std::collections::{BTreeMap, HashMap};
@@ -71,6 +72,9 @@ pub struct Hello {
     /// Signs the stats event, like every relay-authored event.
     relay_keys: Keys,
     clock: Arc<dyn Clock>,
+    /// Live fan-out: every connection delivers what is published here through its own
+    /// access scope and subscription filters, exactly as for stored events.
+    bus: Arc<dyn LiveBus>,
 }
 
 impl Hello {
@@ -80,6 +84,7 @@ impl Hello {
             counts: Mutex::new(HashMap::new()),
             relay_keys: services.relay_keys.clone(),
             clock: services.clock.clone(),
+            bus: services.bus.clone(),
         })
     }
 
@@ -156,12 +161,27 @@ impl Plugin for Hello {
     }
 
     async fn after_commit(&self, _ctx: &ConnCtx, stored: &StoredEvent) {
-        let mut counts = self.counts.lock().unwrap_or_else(PoisonError::into_inner);
-        *counts
-            .entry(stored.community_id)
-            .or_default()
-            .entry(stored.event.kind)
-            .or_default() += 1;
+        {
+            let mut counts = self.counts.lock().unwrap_or_else(PoisonError::into_inner);
+            *counts
+                .entry(stored.community_id)
+                .or_default()
+                .entry(stored.event.kind)
+                .or_default() += 1;
+        }
+        // Contribute to live fan-out: subscribers whose filters match kind 20999 in this
+        // community see the new counts at once. The stats event is ephemeral and goes
+        // straight to the bus, so it is never stored (nor counted).
+        let stats = StoredEvent {
+            event: self.stats_event(stored.community_id),
+            community_id: stored.community_id,
+            channel: None,
+            received_at: self.clock.now_micros(),
+        };
+        if let Err(err) = self.bus.publish(Arc::new(stats)).await {
+            // An observer never fails the write; the counts are still up to date.
+            tracing::warn!(error = %err.wire_text(), "hello: live stats not delivered");
+        }
     }
 
     fn claims_filter(&self, filter: &Filter) -> bool {

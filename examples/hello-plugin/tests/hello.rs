@@ -118,6 +118,54 @@ async fn enabled_plugin_filters_counts_claims_and_mounts() {
     relay.stop().await;
 }
 
+/// after_commit contributes the fresh counts to live fan-out, and only within the
+/// community where the event was stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stored_events_push_live_stats_to_subscribers() {
+    let relay = start("hello::live", true).await;
+    let keys = Keys::generate();
+    let mut watcher = relay.ws().await;
+    let stored = watcher
+        .req("stats", vec![json!({"kinds": [STATS_KIND]})])
+        .await
+        .expect("REQ");
+    assert!(stored.is_empty(), "stats events are never stored");
+    let mut elsewhere = WsClient::connect(relay.addr, OTHER_HOST)
+        .await
+        .expect("other community connects");
+    elsewhere
+        .req("stats", vec![json!({"kinds": [STATS_KIND]})])
+        .await
+        .expect("REQ");
+
+    let mut ws = relay.ws().await;
+    let note = keys.sign(1, vec![], "live hello", now());
+    assert_eq!(ws.publish(&note).await, (true, String::new()));
+
+    let live = watcher
+        .recv_where(|v| v[0] == "EVENT")
+        .await
+        .expect("live stats event");
+    assert_eq!(live[1], "stats");
+    let stats: buzz_core::event::Event = serde_json::from_value(live[2].clone()).expect("an event");
+    assert_eq!(stats.kind, STATS_KIND);
+    assert_eq!(stats.pubkey, relay.running().pubkey());
+    verify_signature(&stats).expect("relay signature verifies");
+    let content: Value = serde_json::from_str(&stats.content).expect("JSON content");
+    assert_eq!(content, json!({"1": 1}));
+
+    // Both were published together; a second is ample for a wrongly routed copy.
+    elsewhere.timeout = std::time::Duration::from_secs(1);
+    assert!(
+        elsewhere.recv_where(|v| v[0] == "EVENT").await.is_none(),
+        "another community's subscriber sees nothing"
+    );
+    ws.close().await;
+    watcher.close().await;
+    elsewhere.close().await;
+    relay.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn disabled_plugin_leaves_no_trace() {
     let relay = start("hello::disabled", false).await;
