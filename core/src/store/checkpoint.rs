@@ -32,8 +32,8 @@ struct Shared {
     wake: Condvar,
 }
 
-/// Handle to the checkpoint thread; the thread stops when [`Checkpointer::stop`] is
-/// called (checkpointing once more if commits are pending).
+/// Handle to the checkpoint thread. It exits, after one last checkpoint, when the
+/// writer exits or [`Checkpointer::stop`] is called.
 pub(crate) struct Checkpointer {
     shared: Arc<Shared>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
@@ -62,12 +62,17 @@ impl Checkpointer {
         }
     }
 
-    /// Checkpoint what is pending and stop the thread (blocking).
-    pub(crate) fn stop(&self) {
+    /// Ask the thread to checkpoint once more and exit (the writer does, as it exits).
+    pub(crate) fn finish(&self) {
         if let Ok(mut state) = self.shared.state.lock() {
             state.stopping = true;
             self.shared.wake.notify_one();
         }
+    }
+
+    /// [`Checkpointer::finish`] and wait for the thread to exit (blocking).
+    pub(crate) fn stop(&self) {
+        self.finish();
         let handle = self.thread.lock().ok().and_then(|mut t| t.take());
         if let Some(handle) = handle {
             let _ = handle.join();

@@ -153,6 +153,10 @@ fn run(pool: Pool, mut rx: mpsc::Receiver<Request>, checkpointer: Option<&Checkp
             checkpointer.committed();
         }
     }
+    // Every sender is gone (shutdown, or the store was dropped): no more commits.
+    if let Some(checkpointer) = checkpointer {
+        checkpointer.finish();
+    }
 }
 
 /// Run `jobs` in one transaction and answer after the commit. Optimistically the jobs
