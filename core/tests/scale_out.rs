@@ -30,12 +30,20 @@ impl Pair {
         let redis = redis_url(test)?;
         let db = PgDatabase::create(&admin).expect("create test database");
         let prefix = format!("buzz-test-{}", uuid::Uuid::new_v4().simple());
-        let a = Self::relay(test, &db.url, &redis, &prefix).await;
-        let b = Self::relay(test, &db.url, &redis, &prefix).await;
+        // One relay identity, as every process of one deployment has.
+        let key = Keys::generate().secret_hex();
+        let a = Self::relay(test, &db.url, &redis, &prefix, &key).await;
+        let b = Self::relay(test, &db.url, &redis, &prefix, &key).await;
         Some(Pair { a, b, db })
     }
 
-    async fn relay(test: &str, database_url: &str, redis: &str, prefix: &str) -> TestRelay {
+    async fn relay(
+        test: &str,
+        database_url: &str,
+        redis: &str,
+        prefix: &str,
+        key: &str,
+    ) -> TestRelay {
         // The SQLite backend only provides the temp data dir; storage is overridden.
         TestRelay::start_with(
             TestBackend::Sqlite,
@@ -44,6 +52,7 @@ impl Pair {
                 s.storage.database_url = database_url.to_owned();
                 s.storage.redis_url = redis.to_owned();
                 s.storage.redis_prefix = prefix.to_owned();
+                s.relay.private_key = key.to_owned();
             },
             Vec::new(),
         )
@@ -206,6 +215,83 @@ async fn concurrent_replaceable_writes_keep_one_newest() {
         2,
         "one row per slot"
     );
+    pair.stop().await;
+}
+
+/// Member changes to one channel arriving at both processes at once: the relay-signed
+/// member list (39002) each change regenerates must end up listing every member. Each
+/// process rebuilds it from the member rows it reads, so without serialising changes to a
+/// channel, the later commit would publish a list missing the other's additions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_member_changes_keep_group_state_complete() {
+    let Some(pair) = Pair::start("concurrent_member_changes_keep_group_state_complete").await
+    else {
+        return;
+    };
+    let owner = Keys::generate();
+    let channel = uuid::Uuid::new_v4().to_string();
+    let mut ws_a = pair.a.ws().await;
+    let mut ws_b = pair.b.ws().await;
+    assert!(ws_a.auth(&owner).await.0);
+    assert!(ws_b.auth(&owner).await.0);
+    let create = owner.sign(
+        9_007,
+        vec![tag(&["h", &channel]), tag(&["name", "race"])],
+        "",
+        now(),
+    );
+    assert_eq!(ws_a.publish(&create).await, (true, String::new()));
+
+    let mut members = vec![owner.pubkey().to_owned()];
+    // Single changes collide most: each commits alone, right after its read.
+    for round in 0..12 {
+        let adds: Vec<(String, Event)> = (0..2)
+            .map(|i| {
+                let member = Keys::generate().pubkey().to_owned();
+                let add = owner.sign(
+                    9_000,
+                    vec![tag(&["h", &channel]), tag(&["p", &member, "member"])],
+                    &format!("round {round} add {i}"),
+                    now(),
+                );
+                (member, add)
+            })
+            .collect();
+        members.extend(adds.iter().map(|(member, _)| member.clone()));
+        let to_a: Vec<Event> = adds.iter().step_by(2).map(|(_, e)| e.clone()).collect();
+        let to_b: Vec<Event> = adds
+            .iter()
+            .skip(1)
+            .step_by(2)
+            .map(|(_, e)| e.clone())
+            .collect();
+        let (answers_a, answers_b) =
+            tokio::join!(publish_all(&mut ws_a, &to_a), publish_all(&mut ws_b, &to_b));
+        for answer in answers_a.iter().chain(&answers_b) {
+            assert_eq!(answer, &(true, String::new()));
+        }
+
+        for relay in [&pair.a, &pair.b] {
+            // A fresh connection: an open subscription would also collect live versions.
+            let mut ws = relay.ws().await;
+            assert!(ws.auth(&owner).await.0);
+            let got = ws
+                .req("m", vec![json!({"kinds": [39_002], "#d": [channel]})])
+                .await
+                .expect("REQ");
+            assert_eq!(got.len(), 1, "round {round}: one member list: {got:?}");
+            let mut listed: Vec<String> = got[0]
+                .tags
+                .iter()
+                .filter(|t| t.first().map(String::as_str) == Some("p"))
+                .filter_map(|t| t.get(1).cloned())
+                .collect();
+            listed.sort();
+            let mut expected = members.clone();
+            expected.sort();
+            assert_eq!(listed, expected, "round {round}: every member is listed");
+        }
+    }
     pair.stop().await;
 }
 

@@ -3,7 +3,7 @@
 //! stored scoped to the channel (so only its readers see them).
 
 use super::kinds::{GROUP_ADMINS, GROUP_MEMBERS, GROUP_METADATA};
-use super::state::{load_channel, members};
+use super::state::{lock_channel, members};
 use crate::error::Reason;
 use crate::event::{Event, StoredEvent};
 use crate::keys::Keys;
@@ -28,7 +28,8 @@ pub fn refresh(
     changed: Changed,
 ) -> Result<Vec<Arc<StoredEvent>>, Reason> {
     let now = now_micros.div_euclid(1_000_000);
-    let Some(channel) = load_channel(conn, community_id, channel_id)? else {
+    // Locked before the member list is read: see `lock_channel`.
+    let Some(channel) = lock_channel(conn, community_id, channel_id)? else {
         return Ok(Vec::new());
     };
     let d = vec!["d".to_owned(), channel_id.to_owned()];

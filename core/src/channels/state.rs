@@ -45,6 +45,30 @@ pub fn load_channel(
         .optional())?)
 }
 
+/// [`load_channel`], holding the channel row until the transaction ends (PostgreSQL
+/// `FOR NO KEY UPDATE`: unlike `FOR UPDATE` it does not wait for the key-share locks
+/// that inserting member rows takes through their foreign key, which would deadlock two
+/// such transactions). Changes to one channel's derived state (the relay-signed 39000–39002)
+/// made by several relay processes then run one after the other, each reading what the
+/// previous one committed; without it, two processes adding members at the same moment
+/// each publish a member list missing the other's member. SQLite has one writer.
+pub fn lock_channel(
+    conn: &mut Conn<'_>,
+    community_id: i64,
+    id: &str,
+) -> Result<Option<ChannelRow>, Reason> {
+    match conn {
+        Conn::Pg(c) => Ok(channels::table
+            .filter(channels::community_id.eq(community_id))
+            .filter(channels::id.eq(id))
+            .select(ChannelRow::as_select())
+            .for_no_key_update()
+            .first(*c)
+            .optional()?),
+        Conn::Sqlite(_) => load_channel(conn, community_id, id),
+    }
+}
+
 /// A live channel (exists, not deleted, not expired) or the invalid-input refusal that
 /// reads the same for missing and gone channels.
 pub fn live_channel(

@@ -74,6 +74,11 @@ impl StoreError {
             StoreError::Db(Error::DatabaseError(Kind::SerializationFailure, _)) => {
                 Some("database conflict; retry")
             }
+            StoreError::Db(Error::DatabaseError(_, info))
+                if info.message().contains("deadlock detected") =>
+            {
+                Some("database conflict; retry")
+            }
             StoreError::Db(Error::DatabaseError(
                 Kind::ClosedConnection | Kind::UnableToSendCommand,
                 _,
