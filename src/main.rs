@@ -31,6 +31,16 @@ enum Command {
         #[arg(long)]
         status: bool,
     },
+    /// Print the relay public key this database belongs to (the first relay to open it
+    /// records its key; relays with another key refuse to start).
+    Identity {
+        /// Forget the recorded key, so that the next relay to start records its own.
+        #[arg(long, conflicts_with = "claim")]
+        reset: bool,
+        /// Record this configuration's relay key, as starting the relay does.
+        #[arg(long)]
+        claim: bool,
+    },
     /// Validate or test Lua policies.
     Policy {
         #[command(subcommand)]
@@ -69,6 +79,7 @@ async fn main() -> anyhow::Result<()> {
     let settings = Settings::load(cli.config.as_deref())?;
     match cli.command {
         Some(Command::Migrate { status }) => migrate(&settings, status).await,
+        Some(Command::Identity { reset, claim }) => identity(&settings, reset, claim).await,
         Some(Command::Policy { .. }) | None => serve(settings).await,
     }
 }
@@ -120,6 +131,42 @@ async fn serve(settings: Settings) -> anyhow::Result<()> {
         relay.pubkey()
     );
     relay.wait().await
+}
+
+async fn identity(settings: &Settings, reset: bool, claim: bool) -> anyhow::Result<()> {
+    let storage = &settings.storage;
+    let store = Store::open(&storage.database_url, 1, storage.auto_migrate)
+        .await
+        .context("opening storage")?;
+    let outcome = identity_action(&store, settings, reset, claim).await;
+    store.shutdown().await;
+    println!("{}", outcome?);
+    Ok(())
+}
+
+async fn identity_action(
+    store: &Store,
+    settings: &Settings,
+    reset: bool,
+    claim: bool,
+) -> anyhow::Result<String> {
+    let failed = |r: buzz_core::error::Reason| anyhow::anyhow!("relay identity: {}", r.wire_text());
+    if claim {
+        let (keys, source) = buzz_core::relay::relay_keys(settings)?;
+        buzz_core::relay::claim_identity(store, &keys, &source).await?;
+        return Ok(format!("database belongs to relay {}", keys.pubkey()));
+    }
+    Ok(match (reset, store.identity().await.map_err(failed)?) {
+        (false, Some(pubkey)) => pubkey,
+        (false, None) => "no relay key recorded yet".to_owned(),
+        (true, recorded) => {
+            store.reset_identity().await.map_err(failed)?;
+            match recorded {
+                Some(pubkey) => format!("forgot relay key {pubkey}"),
+                None => "no relay key was recorded".to_owned(),
+            }
+        }
+    })
 }
 
 async fn migrate(settings: &Settings, status_only: bool) -> anyhow::Result<()> {

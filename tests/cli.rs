@@ -1,5 +1,5 @@
 //! The `buzz-relay` binary's contracts: `migrate --status`, `migrate`, refusing to start
-//! with pending migrations when auto_migrate is false.
+//! with pending migrations when auto_migrate is false, `identity [--reset]`.
 
 use std::process::Command;
 
@@ -50,13 +50,64 @@ fn migrate_status_then_migrate_then_status() {
     );
 
     let (ok, text) = relay(&config, &["migrate"]);
-    assert!(ok && text.contains("1 migration(s) applied"), "{text}");
+    assert!(ok && text.contains("2 migration(s) applied"), "{text}");
 
     let (ok, text) = relay(&config, &["migrate", "--status"]);
     assert!(
-        ok && text.contains("applied  20261129000001") && text.contains("0 pending"),
+        ok && text.contains("applied  20261129000001")
+            && text.contains("applied  20261130000001")
+            && text.contains("0 pending"),
         "{text}"
     );
+}
+
+/// A database remembers the relay key that first opened it: the same database under
+/// another key refuses to start, naming both keys, until `identity --reset`.
+#[test]
+fn relay_identity_is_recorded_checked_and_reset() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let write_config = |name: &str, key: &str| {
+        let config = dir.path().join(name);
+        std::fs::write(
+            &config,
+            format!(
+                "[server]\nbind = \"127.0.0.1:0\"\n[storage]\ndatabase_url = \"sqlite://{db}\"\n[relay]\ndata_dir = \"{data}\"\nprivate_key = \"{key}\"\n",
+                db = dir.path().join("buzz.db").display(),
+                data = dir.path().display()
+            ),
+        )
+        .expect("write config");
+        config
+    };
+    let first = buzz_core::keys::Keys::generate();
+    let second = buzz_core::keys::Keys::generate();
+    let first_config = write_config("first.toml", &first.secret_hex());
+    let second_config = write_config("second.toml", &second.secret_hex());
+
+    let (ok, text) = relay(&first_config, &["identity"]);
+    assert!(ok && text.contains("no relay key recorded yet"), "{text}");
+    // `--claim` records the key exactly as starting the relay does (without serving).
+    let (ok, text) = relay(&first_config, &["identity", "--claim"]);
+    assert!(ok && text.contains(first.pubkey()), "{text}");
+    let (ok, text) = relay(&first_config, &["identity"]);
+    assert!(ok && text.contains(first.pubkey()), "{text}");
+
+    let (ok, text) = relay(&second_config, &[]);
+    assert!(!ok, "another key must refuse to start: {text}");
+    assert!(
+        text.contains(first.pubkey())
+            && text.contains(second.pubkey())
+            && text.contains("identity --reset"),
+        "{text}"
+    );
+
+    let (ok, text) = relay(&second_config, &["identity", "--reset"]);
+    assert!(
+        ok && text.contains(&format!("forgot relay key {}", first.pubkey())),
+        "{text}"
+    );
+    let (ok, text) = relay(&second_config, &["identity", "--claim"]);
+    assert!(ok && text.contains(second.pubkey()), "{text}");
 }
 
 fn run(args: &[&str]) -> (bool, String) {

@@ -24,6 +24,37 @@ use std::sync::Arc;
 /// How long start-up waits for `storage.redis_url` to answer before refusing to start.
 const REDIS_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// The relay key: `relay.private_key` when set, else `<data_dir>/relay.key` (generated on
+/// first use). Also says where it came from, for messages.
+pub fn relay_keys(settings: &Settings) -> anyhow::Result<(Keys, String)> {
+    if settings.relay.private_key.is_empty() {
+        let file = settings.relay.data_dir.join("relay.key");
+        Ok((Keys::load_or_generate(&file)?, file.display().to_string()))
+    } else {
+        let keys = Keys::from_hex(&settings.relay.private_key).context("relay.private_key")?;
+        Ok((keys, "relay.private_key".to_owned()))
+    }
+}
+
+/// Record `keys` as the database's relay (see `store/identity.rs`), or fail naming both
+/// keys when the database belongs to another relay.
+pub async fn claim_identity(store: &Store, keys: &Keys, source: &str) -> anyhow::Result<()> {
+    let ours = keys.pubkey();
+    let claimed = store
+        .claim_identity(ours)
+        .await
+        .map_err(|r| anyhow::anyhow!("recording the relay identity: {}", r.wire_text()))?;
+    match claimed {
+        None => Ok(()),
+        Some(stored) => anyhow::bail!(
+            "this database belongs to relay {stored}, but this process signs as {ours} \
+             (key from {source}). Every process serving one database must sign as one relay: \
+             set relay.private_key (or BUZZ_RELAY_PRIVATE_KEY) to that relay's key. To move \
+             the database to this key on purpose, run `buzz-relay identity --reset` first."
+        ),
+    }
+}
+
 /// Collects settings and the plugins this binary knows, then starts the relay.
 pub struct RelayBuilder {
     settings: Settings,
@@ -62,11 +93,7 @@ impl RelayBuilder {
 
     pub async fn start(self) -> anyhow::Result<RunningRelay> {
         let settings = Arc::new(self.settings);
-        let relay_keys = if settings.relay.private_key.is_empty() {
-            Keys::load_or_generate(&settings.relay.data_dir.join("relay.key"))?
-        } else {
-            Keys::from_hex(&settings.relay.private_key).context("relay.private_key")?
-        };
+        let (relay_keys, key_source) = relay_keys(&settings)?;
         let store = Store::open(
             &settings.storage.database_url,
             settings.storage.pool_size,
@@ -74,6 +101,10 @@ impl RelayBuilder {
         )
         .await
         .context("opening storage")?;
+        if let Err(err) = claim_identity(&store, &relay_keys, &key_source).await {
+            store.shutdown().await;
+            return Err(err);
+        }
 
         let mut communities = Vec::new();
         for c in &settings.communities {

@@ -8,6 +8,7 @@
 mod checkpoint;
 mod conn;
 mod events;
+mod identity;
 mod migrate;
 mod pool;
 mod query;

@@ -104,6 +104,13 @@ diesel::table! {
     }
 }
 
+diesel::table! {
+    relay_identity (id) {
+        id -> Integer,
+        pubkey -> Text,
+    }
+}
+
 diesel::joinable!(event_tags -> events (event_seq));
 diesel::allow_tables_to_appear_in_same_query!(
     communities,
@@ -113,5 +120,6 @@ diesel::allow_tables_to_appear_in_same_query!(
     channel_members,
     thread_metadata,
     community_members,
-    community_sanctions
+    community_sanctions,
+    relay_identity
 );
