@@ -267,7 +267,18 @@ async fn ingest(args: &Args, workload: Workload) -> anyhow::Result<IngestFigures
     settings.server.bind = "127.0.0.1:0".into();
     settings.server.workers = args.workers;
     settings.storage.database_url = url;
-    settings.relay.data_dir = dir.path().to_path_buf();
+    // A SQLite database named on the command line keeps its relay key beside it, so a
+    // later run on it signs as the same relay (a database refuses a second relay key).
+    settings.relay.data_dir = match settings.storage.database_url.strip_prefix("sqlite://") {
+        Some(path) if args.database_url.is_some() => std::path::Path::new(path)
+            .parent()
+            .filter(|dir| !dir.as_os_str().is_empty())
+            .map_or_else(
+                || std::path::PathBuf::from("."),
+                std::path::Path::to_path_buf,
+            ),
+        _ => dir.path().to_path_buf(),
+    };
     // The default policy paths are relative to the repository root; run from elsewhere,
     // use the repository's policies all the same (ingest cost includes them).
     if !settings.policies.access.exists() {

@@ -112,7 +112,18 @@ async fn main() -> anyhow::Result<()> {
     let mut settings = Settings::load_from(None, &HashMap::new())?;
     settings.server.bind = "127.0.0.1:0".into();
     settings.storage.database_url = url;
-    settings.relay.data_dir = dir.path().to_path_buf();
+    // A SQLite database named on the command line keeps its relay key beside it, so a
+    // later run on it signs as the same relay (a database refuses a second relay key).
+    settings.relay.data_dir = match settings.storage.database_url.strip_prefix("sqlite://") {
+        Some(path) if args.database_url.is_some() => std::path::Path::new(path)
+            .parent()
+            .filter(|dir| !dir.as_os_str().is_empty())
+            .map_or_else(
+                || std::path::PathBuf::from("."),
+                std::path::Path::to_path_buf,
+            ),
+        _ => dir.path().to_path_buf(),
+    };
     if !settings.policies.access.exists() {
         let policies = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../policies");
         settings.policies.access = policies.join("access.lua");
