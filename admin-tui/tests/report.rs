@@ -33,7 +33,7 @@ fn reports_migrations_communities_plugins_and_policies() {
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
     let before = admin(&[]);
-    assert!(before.contains("0 applied, 1 pending"), "{before}");
+    assert!(before.contains("0 applied, 2 pending"), "{before}");
     assert!(before.contains("(none stored yet)"), "{before}");
 
     let url = format!("sqlite://{}", db.display());
@@ -54,7 +54,7 @@ fn reports_migrations_communities_plugins_and_policies() {
         .expect("community row");
 
     let after = admin(&[]);
-    assert!(after.contains("1 applied, 0 pending"), "{after}");
+    assert!(after.contains("2 applied, 0 pending"), "{after}");
     assert!(
         after.contains("localhost") && after.contains("0 events"),
         "{after}"
