@@ -63,7 +63,12 @@ impl Writer {
                 let checkpointer = checkpointer.clone();
                 move || run(pool, rx, checkpointer.as_deref())
             })
-            .map_err(|e| spawn_error("writer", e))?;
+            .map_err(|e| {
+                if let Some(checkpointer) = &checkpointer {
+                    checkpointer.stop();
+                }
+                spawn_error("writer", e)
+            })?;
         Ok(Writer {
             sender: RwLock::new(Some(tx)),
             thread: Mutex::new(Some(thread)),
