@@ -3,7 +3,7 @@
 
 use anyhow::Context;
 use buzz_core::config::Settings;
-use buzz_core::store::schema::{channels, communities, events};
+use buzz_core::store::schema::{channels, communities, events, relay_identity};
 use buzz_core::store::{Conn, MigrationStatus, Store};
 use buzz_core::with_conn;
 use diesel::prelude::*;
@@ -27,6 +27,9 @@ pub(crate) struct PolicyStatus {
 pub(crate) struct Report {
     pub(crate) database: String,
     pub(crate) migrations: MigrationStatus,
+    /// The relay key the database belongs to (`None`: not recorded yet, or migrations
+    /// pending).
+    pub(crate) relay_identity: Option<String>,
     pub(crate) communities: Vec<CommunityStatus>,
     pub(crate) plugins: Vec<(String, bool)>,
     pub(crate) policies: Option<Vec<PolicyStatus>>,
@@ -43,6 +46,18 @@ impl Report {
             migrations
                 .with_conn(|mut conn| Ok(community_rows(&mut conn)?))
                 .map_err(|r| anyhow::anyhow!("reading communities: {r}"))?
+        };
+        let relay_identity = if status.pending.is_empty() {
+            migrations
+                .with_conn(|mut conn| {
+                    Ok(with_conn!(&mut conn, |c| relay_identity::table
+                        .select(relay_identity::pubkey)
+                        .first::<String>(c)
+                        .optional())?)
+                })
+                .map_err(|r| anyhow::anyhow!("reading the relay identity: {r}"))?
+        } else {
+            None
         };
         let plugins = settings
             .plugins
@@ -61,6 +76,7 @@ impl Report {
         Ok(Report {
             database: redact(url),
             migrations: status,
+            relay_identity,
             communities,
             plugins,
             policies,
@@ -127,6 +143,13 @@ impl fmt::Display for Report {
             } else {
                 format!(" ({})", self.migrations.pending.join(", "))
             }
+        )?;
+        writeln!(
+            f,
+            "relay key   {}",
+            self.relay_identity
+                .as_deref()
+                .unwrap_or("(not recorded yet: no relay has opened this database)")
         )?;
         writeln!(f, "communities")?;
         if self.communities.is_empty() {

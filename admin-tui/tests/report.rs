@@ -35,6 +35,7 @@ fn reports_migrations_communities_plugins_and_policies() {
     let before = admin(&[]);
     assert!(before.contains("0 applied, 2 pending"), "{before}");
     assert!(before.contains("(none stored yet)"), "{before}");
+    assert!(before.contains("relay key   (not recorded yet"), "{before}");
 
     let url = format!("sqlite://{}", db.display());
     let migrations = buzz_core::store::Store::migrations(&url).expect("open");
@@ -55,6 +56,7 @@ fn reports_migrations_communities_plugins_and_policies() {
 
     let after = admin(&[]);
     assert!(after.contains("2 applied, 0 pending"), "{after}");
+    assert!(after.contains("relay key   (not recorded yet"), "{after}");
     assert!(
         after.contains("localhost") && after.contains("0 events"),
         "{after}"
@@ -70,5 +72,23 @@ fn reports_migrations_communities_plugins_and_policies() {
     assert!(
         after.contains("missing.lua") && after.contains("BROKEN"),
         "{after}"
+    );
+
+    // Once a relay has opened the database, its key is shown.
+    let pubkey = "ab".repeat(32);
+    migrations
+        .with_conn(|mut conn| {
+            use buzz_core::store::schema::relay_identity;
+            use diesel::prelude::*;
+            buzz_core::with_conn!(&mut conn, |c| diesel::insert_into(relay_identity::table)
+                .values((relay_identity::id.eq(1), relay_identity::pubkey.eq(&pubkey)))
+                .execute(c))?;
+            Ok(())
+        })
+        .expect("identity row");
+    let recorded = admin(&[]);
+    assert!(
+        recorded.contains(&format!("relay key   {pubkey}")),
+        "{recorded}"
     );
 }
