@@ -14,6 +14,7 @@ both_backends!(
     duplicate_is_ok_true,
     live_fan_out_reaches_matching_subscriptions,
     every_tag_of_a_large_event_is_indexed,
+    same_second_burst_orders_by_id_and_limits_cut_exactly,
 );
 
 async fn publish_query_and_survive_restart(backend: TestBackend, name: &str) {
@@ -158,5 +159,59 @@ async fn every_tag_of_a_large_event_is_indexed(backend: TestBackend, name: &str)
             .expect("REQ");
         assert_eq!(got, vec![event.clone()], "found by #t {topic}");
     }
+    relay.stop().await;
+}
+
+/// NIP-01 order is created_at DESC, then id ASC: a burst within one second must come
+/// back in id order, and `limit` / `until` must cut that order exactly.
+async fn same_second_burst_orders_by_id_and_limits_cut_exactly(backend: TestBackend, name: &str) {
+    let Some(relay) = TestRelay::start(backend, name).await else {
+        return;
+    };
+    let keys = Keys::generate();
+    let t = now() - 5;
+    let mut events = Vec::new();
+    for (offset, count) in [(0, 30), (-1, 5), (1, 5)] {
+        for i in 0..count {
+            events.push(keys.sign(1, vec![], &format!("burst {offset} {i}"), t + offset));
+        }
+    }
+    let mut ws = relay.ws().await;
+    for event in &events {
+        assert_eq!(ws.publish(event).await, (true, String::new()));
+    }
+    let mut expected = events.clone();
+    expected.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(a.id.cmp(&b.id)));
+
+    let author = json!([keys.pubkey()]);
+    let all = ws
+        .req("all", vec![json!({"authors": author})])
+        .await
+        .expect("REQ");
+    assert_eq!(all, expected, "created_at DESC, id ASC");
+
+    let first = ws
+        .req("first", vec![json!({"authors": author, "limit": 12})])
+        .await
+        .expect("REQ");
+    assert_eq!(
+        first,
+        expected[..12],
+        "limit cuts inside the same-second run"
+    );
+
+    // Everything at or before t: the 30-event burst, then the older five.
+    let until = ws
+        .req(
+            "until",
+            vec![json!({"authors": author, "until": t, "limit": 32})],
+        )
+        .await
+        .expect("REQ");
+    assert_eq!(
+        until,
+        expected[5..37],
+        "until keeps the same second, limit cuts after it"
+    );
     relay.stop().await;
 }
