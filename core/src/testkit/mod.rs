@@ -5,11 +5,13 @@
 //! Without them a test prints one `skipped: …` line and passes — unless `CI` is set,
 //! where a missing service is a failure.
 
+mod bench;
 mod http;
 mod pg;
 mod relay;
 mod ws;
 
+pub use bench::BenchStorage;
 pub use http::HttpClient;
 pub use pg::PgDatabase;
 pub use relay::{TestBackend, TestRelay};

@@ -21,15 +21,13 @@
 //! database there and drops it afterwards. A `sqlite://` URL is used as given.
 
 use anyhow::{bail, Context};
-use buzz_core::config::Settings;
 use buzz_core::event::{verify_signature, EventLimits};
 use buzz_core::keys::Keys;
 use buzz_core::relay::RelayBuilder;
-use buzz_core::testkit::{now, PgDatabase};
+use buzz_core::testkit::{now, BenchStorage};
 use clap::Parser;
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
@@ -244,48 +242,10 @@ impl IngestFigures {
 }
 
 async fn ingest(args: &Args, workload: Workload) -> anyhow::Result<IngestFigures> {
-    let dir = tempfile::tempdir().context("temp dir")?;
-    let mut _scratch = None;
-    let (url, backend) = match args.database_url.as_deref() {
-        None => (
-            format!("sqlite://{}", dir.path().join("bench.db").display()),
-            "sqlite",
-        ),
-        Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
-            let admin = url.to_owned();
-            let db = tokio::task::spawn_blocking(move || PgDatabase::create(&admin))
-                .await
-                .context("creating scratch database")??;
-            let url = db.url.clone();
-            _scratch = Some(db);
-            (url, "postgres")
-        }
-        Some(url) => (url.to_owned(), "sqlite"),
-    };
-
-    let mut settings = Settings::load_from(None, &HashMap::new())?;
-    settings.server.bind = "127.0.0.1:0".into();
+    let storage = BenchStorage::new(args.database_url.as_deref()).await?;
+    let backend = storage.backend;
+    let mut settings = storage.settings.clone();
     settings.server.workers = args.workers;
-    settings.storage.database_url = url;
-    // A SQLite database named on the command line keeps its relay key beside it, so a
-    // later run on it signs as the same relay (a database refuses a second relay key).
-    settings.relay.data_dir = match settings.storage.database_url.strip_prefix("sqlite://") {
-        Some(path) if args.database_url.is_some() => std::path::Path::new(path)
-            .parent()
-            .filter(|dir| !dir.as_os_str().is_empty())
-            .map_or_else(
-                || std::path::PathBuf::from("."),
-                std::path::Path::to_path_buf,
-            ),
-        _ => dir.path().to_path_buf(),
-    };
-    // The default policy paths are relative to the repository root; run from elsewhere,
-    // use the repository's policies all the same (ingest cost includes them).
-    if !settings.policies.access.exists() {
-        let policies = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../policies");
-        settings.policies.access = policies.join("access.lua");
-        settings.policies.moderation = policies.join("moderation.lua");
-    }
     if let Some(relay_inflight) = args.relay_inflight {
         settings.limits.max_inflight_events = relay_inflight;
     }

@@ -1,0 +1,69 @@
+//! Storage and settings for a benchmark's relay, shared by the example benchmarks.
+
+use super::PgDatabase;
+use crate::config::Settings;
+use anyhow::Context;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// Default settings on 127.0.0.1:0 over the storage a benchmark was pointed at; keeps its
+/// scratch data alive for as long as it lives.
+pub struct BenchStorage {
+    pub settings: Settings,
+    /// `"sqlite"` or `"postgres"`, for printing.
+    pub backend: &'static str,
+    _dir: tempfile::TempDir,
+    _scratch: Option<PgDatabase>,
+}
+
+impl BenchStorage {
+    /// `None`: SQLite in a temporary directory. A `postgres://` URL is an admin URL: a
+    /// scratch database is made there (and dropped with this value). A `sqlite://` URL is
+    /// used as given, its relay key kept beside it so a later run signs as the same relay
+    /// (a database refuses a second relay key).
+    pub async fn new(database_url: Option<&str>) -> anyhow::Result<BenchStorage> {
+        let dir = tempfile::tempdir().context("temp dir")?;
+        let mut scratch = None;
+        let mut data_dir = dir.path().to_path_buf();
+        let (url, backend) = match database_url {
+            None => (
+                format!("sqlite://{}", dir.path().join("bench.db").display()),
+                "sqlite",
+            ),
+            Some(url) if url.starts_with("postgres://") || url.starts_with("postgresql://") => {
+                let admin = url.to_owned();
+                let db = tokio::task::spawn_blocking(move || PgDatabase::create(&admin))
+                    .await
+                    .context("creating scratch database")??;
+                let url = db.url.clone();
+                scratch = Some(db);
+                (url, "postgres")
+            }
+            Some(url) => {
+                let path = url.strip_prefix("sqlite://").unwrap_or(url);
+                data_dir = Path::new(path)
+                    .parent()
+                    .filter(|dir| !dir.as_os_str().is_empty())
+                    .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+                (url.to_owned(), "sqlite")
+            }
+        };
+        let mut settings = Settings::load_from(None, &HashMap::new())?;
+        settings.server.bind = "127.0.0.1:0".into();
+        settings.storage.database_url = url;
+        settings.relay.data_dir = data_dir;
+        // The default policy paths are relative to the repository root; run from
+        // elsewhere, use the repository's policies all the same (their cost counts).
+        if !settings.policies.access.exists() {
+            let policies = Path::new(env!("CARGO_MANIFEST_DIR")).join("../policies");
+            settings.policies.access = policies.join("access.lua");
+            settings.policies.moderation = policies.join("moderation.lua");
+        }
+        Ok(BenchStorage {
+            settings,
+            backend,
+            _dir: dir,
+            _scratch: scratch,
+        })
+    }
+}
