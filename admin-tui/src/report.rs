@@ -3,20 +3,10 @@
 
 use anyhow::Context;
 use buzz_core::config::Settings;
-use buzz_core::store::schema::{channels, communities, events, relay_identity};
-use buzz_core::store::{Conn, MigrationStatus, Store};
-use buzz_core::with_conn;
-use diesel::prelude::*;
+use buzz_core::store::{
+    community_stats, recorded_identity, CommunityStats as CommunityStatus, MigrationStatus, Store,
+};
 use std::fmt;
-
-/// One community as stored.
-pub(crate) struct CommunityStatus {
-    pub(crate) host: String,
-    pub(crate) name: String,
-    pub(crate) events: i64,
-    pub(crate) deleted_events: i64,
-    pub(crate) channels: i64,
-}
 
 /// A policy script and whether it loads.
 pub(crate) struct PolicyStatus {
@@ -44,17 +34,12 @@ impl Report {
             Vec::new()
         } else {
             migrations
-                .with_conn(|mut conn| Ok(community_rows(&mut conn)?))
+                .with_conn(|mut conn| community_stats(&mut conn))
                 .map_err(|r| anyhow::anyhow!("reading communities: {r}"))?
         };
         let relay_identity = if status.pending.is_empty() {
             migrations
-                .with_conn(|mut conn| {
-                    Ok(with_conn!(&mut conn, |c| relay_identity::table
-                        .select(relay_identity::pubkey)
-                        .first::<String>(c)
-                        .optional())?)
-                })
+                .with_conn(|mut conn| recorded_identity(&mut conn))
                 .map_err(|r| anyhow::anyhow!("reading the relay identity: {r}"))?
         } else {
             None
@@ -82,38 +67,6 @@ impl Report {
             policies,
         })
     }
-}
-
-fn community_rows(conn: &mut Conn<'_>) -> Result<Vec<CommunityStatus>, diesel::result::Error> {
-    let list: Vec<(i64, String, String)> = with_conn!(conn, |c| communities::table
-        .select((communities::id, communities::host, communities::name))
-        .order(communities::host.asc())
-        .load(c))?;
-    let mut out = Vec::new();
-    for (id, host, name) in list {
-        let events: i64 = with_conn!(conn, |c| events::table
-            .filter(events::community_id.eq(id))
-            .count()
-            .get_result(c))?;
-        let deleted_events: i64 = with_conn!(conn, |c| events::table
-            .filter(events::community_id.eq(id))
-            .filter(events::deleted_at.is_not_null())
-            .count()
-            .get_result(c))?;
-        let channels: i64 = with_conn!(conn, |c| channels::table
-            .filter(channels::community_id.eq(id))
-            .filter(channels::deleted_at.is_null())
-            .count()
-            .get_result(c))?;
-        out.push(CommunityStatus {
-            host,
-            name,
-            events,
-            deleted_events,
-            channels,
-        });
-    }
-    Ok(out)
 }
 
 /// Hide a password in a database URL.

@@ -9,7 +9,7 @@
 //! Time-dependent facts (timeouts, TTL expiry) are stored raw and judged at use time.
 
 use super::facts::Person;
-use crate::channels::state::ChannelRow;
+use crate::store::channel_state::ChannelRow;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

@@ -1,14 +1,11 @@
 //! Read-only facts the policies decide on, loaded from storage in one blocking read.
 
-use crate::channels::state::ChannelRow;
 use crate::community::Community;
 use crate::error::Reason;
 use crate::event::Event;
-use crate::store::schema::{channel_members, channels, community_members, community_sanctions};
+use crate::store::channel_state::{self, ChannelRow};
 use crate::store::Conn;
-use crate::with_conn;
 use buzz_policy::{ActorFacts, ChannelFacts, CommunityFacts, EventFacts};
-use diesel::prelude::*;
 use std::collections::HashMap;
 
 pub(super) fn community_facts(c: &Community) -> CommunityFacts {
@@ -100,59 +97,26 @@ pub(super) fn person(
     community: &Community,
     pk: &str,
 ) -> Result<Person, Reason> {
-    let cid = community.id;
-    let listed: i64 = with_conn!(conn, |c| community_members::table
-        .filter(community_members::community_id.eq(cid))
-        .filter(community_members::pubkey.eq(pk))
-        .count()
-        .get_result(c))?;
-    let sanctions: Vec<(String, Option<i64>, String)> =
-        with_conn!(conn, |c| community_sanctions::table
-            .filter(community_sanctions::community_id.eq(cid))
-            .filter(community_sanctions::pubkey.eq(pk))
-            .select((
-                community_sanctions::sanction,
-                community_sanctions::until_at,
-                community_sanctions::reason
-            ))
-            .load(c))?;
-    let memberships: Vec<(String, String, i64)> = with_conn!(conn, |c| channel_members::table
-        .filter(channel_members::community_id.eq(cid))
-        .filter(channel_members::pubkey.eq(pk))
-        .select((
-            channel_members::channel_id,
-            channel_members::role,
-            channel_members::added_at
-        ))
-        .load(c))?;
+    let standing = channel_state::standing(conn, community.id, pk)?;
     let mut ban = None;
     let mut timeout_until = None;
-    for (kind, until, reason) in sanctions {
-        match kind.as_str() {
-            "ban" => ban = Some(reason),
-            "timeout" => timeout_until = until,
+    for sanction in standing.sanctions {
+        match sanction.kind.as_str() {
+            "ban" => ban = Some(sanction.reason),
+            "timeout" => timeout_until = sanction.until,
             _ => {}
         }
     }
     Ok(Person {
         pubkey: Some(pk.to_owned()),
         owner: community.owners.iter().any(|o| o == pk),
-        member: community.open || listed > 0,
+        member: community.open || standing.listed,
         ban,
         timeout_until,
-        channels: memberships
+        channels: standing
+            .memberships
             .into_iter()
-            .map(|(ch, role, at)| (ch, (role, at)))
+            .map(|m| (m.channel_id, (m.role, m.added_at)))
             .collect(),
     })
-}
-
-/// Every channel of the community that is not deleted (TTL expiry is judged by the
-/// caller at use time, since these rows are cached).
-pub(super) fn channels(conn: &mut Conn<'_>, community_id: i64) -> Result<Vec<ChannelRow>, Reason> {
-    Ok(with_conn!(conn, |c| channels::table
-        .filter(channels::community_id.eq(community_id))
-        .filter(channels::deleted_at.is_null())
-        .select(ChannelRow::as_select())
-        .load(c))?)
 }

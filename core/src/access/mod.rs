@@ -15,7 +15,6 @@ mod facts;
 
 use crate::channels::kinds::changes_access;
 use crate::channels::kinds::COMMUNITY_ADMIN;
-use crate::channels::state::ChannelRow;
 use crate::clock::Clock;
 use crate::community::Community;
 use crate::ctx::ConnCtx;
@@ -23,7 +22,8 @@ use crate::error::Reason;
 use crate::event::{Event, StoredEvent};
 use crate::filter::Filter;
 use crate::live::LiveBus;
-use crate::store::{ChannelScope, Scope, Store};
+use crate::store::channel_state::ChannelRow;
+use crate::store::{channel_state, ChannelScope, Scope, Store};
 use buzz_policy::{DenyKind, PolicyEngine, ReadRequest, Verdict, WriteRequest};
 use cache::FactsCache;
 use facts::Person;
@@ -131,7 +131,7 @@ impl AccessService {
         }
         let rows = Arc::new(
             self.store
-                .read(move |mut conn| facts::channels(&mut conn, community_id))
+                .read(move |mut conn| channel_state::live_channels(&mut conn, community_id))
                 .await?,
         );
         self.cache.put_channels(community_id, epoch, rows.clone());

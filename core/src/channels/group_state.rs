@@ -3,10 +3,10 @@
 //! stored scoped to the channel (so only its readers see them).
 
 use super::kinds::{GROUP_ADMINS, GROUP_MEMBERS, GROUP_METADATA};
-use super::state::{lock_channel, members};
 use crate::error::Reason;
 use crate::event::{Event, StoredEvent};
 use crate::keys::Keys;
+use crate::store::channel_state::{lock_channel, members};
 use crate::store::{replace_relay_event, Conn};
 use std::sync::Arc;
 

@@ -7,7 +7,6 @@
 
 pub mod group_state;
 pub mod kinds;
-pub mod state;
 pub mod threads;
 pub mod validate;
 
@@ -15,7 +14,9 @@ use crate::error::Reason;
 use crate::event::{Event, StoredEvent};
 use crate::keys::Keys;
 use crate::plugin::WriteCtx;
-use crate::store::{apply_deletion, Conn};
+use crate::store::channel_state as state;
+use crate::store::threads as thread_rows;
+use crate::store::{apply_deletion, event_channel, soft_delete_event, Conn};
 use group_state::Changed;
 use kinds::*;
 use std::sync::Arc;
@@ -104,7 +105,7 @@ pub fn apply(
             Ok(Vec::new())
         }
         k if CONVERSATION.contains(&k) => {
-            threads::record(conn, cid, event, ch)?;
+            thread_rows::record(conn, cid, event, ch)?;
             Ok(Vec::new())
         }
         _ => Ok(Vec::new()),
@@ -118,16 +119,7 @@ fn require_in_channel(
     target: &str,
     channel: &str,
 ) -> Result<(), Reason> {
-    use crate::store::schema::events;
-    use diesel::prelude::*;
-    let found: Option<Option<String>> = crate::with_conn!(conn, |c| events::table
-        .filter(events::community_id.eq(cid))
-        .filter(events::id.eq(target))
-        .filter(events::deleted_at.is_null())
-        .select(events::channel_id)
-        .first(c)
-        .optional())?;
-    match found {
+    match event_channel(conn, cid, target)? {
         None => Err(Reason::invalid("target event not found")),
         Some(ch) if ch.as_deref() != Some(channel) => Err(Reason::invalid(
             "target event belongs to a different channel",
@@ -138,17 +130,8 @@ fn require_in_channel(
 
 /// Moderator removal: soft-delete `target` whoever wrote it.
 fn soft_delete(conn: &mut Conn<'_>, cid: i64, target: &str, now: i64) -> Result<(), Reason> {
-    use crate::store::schema::events;
-    use diesel::prelude::*;
-    crate::with_conn!(conn, |c| diesel::update(
-        events::table
-            .filter(events::community_id.eq(cid))
-            .filter(events::id.eq(target))
-            .filter(events::deleted_at.is_null())
-    )
-    .set(events::deleted_at.eq(now))
-    .execute(c))?;
-    threads::on_deleted(conn, cid, target)
+    soft_delete_event(conn, cid, target, now)?;
+    thread_rows::on_deleted(conn, cid, target)
 }
 
 /// Kind 5: NIP-09 deletion by the author. With an `h` tag, every target must be in that
@@ -160,7 +143,7 @@ fn author_delete(conn: &mut Conn<'_>, cid: i64, event: &Event, now: i64) -> Resu
         }
     }
     for row in apply_deletion(conn, cid, event, now)? {
-        threads::on_deleted(conn, cid, &row.id)?;
+        thread_rows::on_deleted(conn, cid, &row.id)?;
     }
     Ok(())
 }

@@ -354,3 +354,37 @@ pub(super) fn ensure_community(conn: &mut Conn<'_>, host: &str, name: &str) -> R
         .get_result(c))?;
     Ok(id)
 }
+
+/// The channel of a stored, undeleted event: `None` when there is no such event,
+/// `Some(None)` when it is not channel-scoped.
+pub fn event_channel(
+    conn: &mut Conn<'_>,
+    community_id: i64,
+    id: &str,
+) -> Result<Option<Option<String>>, Reason> {
+    Ok(with_conn!(conn, |c| events::table
+        .filter(events::community_id.eq(community_id))
+        .filter(events::id.eq(id))
+        .filter(events::deleted_at.is_null())
+        .select(events::channel_id)
+        .first(c)
+        .optional())?)
+}
+
+/// Mark one event deleted at `now` (a moderator's removal), whoever wrote it.
+pub fn soft_delete_event(
+    conn: &mut Conn<'_>,
+    community_id: i64,
+    id: &str,
+    now: i64,
+) -> Result<(), Reason> {
+    with_conn!(conn, |c| diesel::update(
+        events::table
+            .filter(events::community_id.eq(community_id))
+            .filter(events::id.eq(id))
+            .filter(events::deleted_at.is_null())
+    )
+    .set(events::deleted_at.eq(now))
+    .execute(c))?;
+    Ok(())
+}

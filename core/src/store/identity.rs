@@ -8,7 +8,7 @@
 //! (`buzz-relay identity --reset`) is how a database moves to a new key on purpose.
 
 use super::schema::relay_identity;
-use super::Store;
+use super::{Conn, Store};
 use crate::error::Reason;
 use crate::with_conn;
 use diesel::prelude::*;
@@ -39,13 +39,7 @@ impl Store {
 
     /// The recorded relay public key, if any.
     pub async fn identity(&self) -> Result<Option<String>, Reason> {
-        self.read(|mut conn| {
-            Ok(with_conn!(&mut conn, |c| relay_identity::table
-                .select(relay_identity::pubkey)
-                .first::<String>(c)
-                .optional())?)
-        })
-        .await
+        self.read(|mut conn| recorded_identity(&mut conn)).await
     }
 
     /// Forget the recorded relay key (the next relay to start records its own).
@@ -56,4 +50,12 @@ impl Store {
         })
         .await
     }
+}
+
+/// The recorded relay public key, if any, on one connection (status tools).
+pub fn recorded_identity(conn: &mut Conn<'_>) -> Result<Option<String>, Reason> {
+    Ok(with_conn!(conn, |c| relay_identity::table
+        .select(relay_identity::pubkey)
+        .first::<String>(c)
+        .optional())?)
 }

@@ -5,6 +5,7 @@
 //! group-committing writer thread ([`Store::write`]) so SQLite never sees two writers
 //! and a burst of events shares one fsync.
 
+pub mod channel_state;
 mod checkpoint;
 mod conn;
 mod events;
@@ -13,14 +14,21 @@ mod migrate;
 mod pool;
 mod query;
 pub mod schema;
+mod stats;
+pub mod threads;
 mod writer;
 
 pub use conn::{Backend, Conn};
 pub use diesel::pg::PgConnection;
 pub use diesel::sqlite::SqliteConnection;
-pub use events::{apply_deletion, insert_event, replace_relay_event, DeletedRow, InsertOutcome};
+pub use events::{
+    apply_deletion, event_channel, insert_event, replace_relay_event, soft_delete_event,
+    DeletedRow, InsertOutcome,
+};
+pub use identity::recorded_identity;
 pub use migrate::{MigrationStatus, Migrations};
 pub use query::{query_events, row_to_event, ChannelScope, EventRow, Scope};
+pub use stats::{community_stats, CommunityStats};
 
 use crate::error::Reason;
 use pool::Pool;
@@ -178,6 +186,16 @@ impl Store {
         let (host, name) = (host.to_owned(), name.to_owned());
         self.write(move |conn| events::ensure_community(conn, &host, &name))
             .await
+    }
+
+    /// Refresh the query planner's statistics (after a bulk load), through the writer.
+    pub async fn analyze(&self) -> Result<(), Reason> {
+        self.write(|conn| {
+            use diesel::RunQueryDsl;
+            crate::with_conn!(conn, |c| diesel::sql_query("ANALYZE").execute(c))?;
+            Ok(())
+        })
+        .await
     }
 
     /// Stop accepting writes, finish the queued ones and wait for the writer to exit.

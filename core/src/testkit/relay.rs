@@ -150,7 +150,7 @@ impl TestRelay {
     }
 
     /// The `thread_metadata` row of `event_id` in the default community.
-    pub async fn thread_row(&self, event_id: &str) -> Option<crate::channels::threads::ThreadRow> {
+    pub async fn thread_row(&self, event_id: &str) -> Option<crate::store::threads::ThreadRow> {
         let services = &self.running().services;
         let community = services
             .store
@@ -160,7 +160,7 @@ impl TestRelay {
         let id = event_id.to_owned();
         services
             .store
-            .read(move |mut conn| crate::channels::threads::load(&mut conn, community, &id))
+            .read(move |mut conn| crate::store::threads::load(&mut conn, community, &id))
             .await
             .expect("thread row read")
     }

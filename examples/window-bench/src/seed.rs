@@ -6,9 +6,8 @@
 use anyhow::Context;
 use buzz_core::event::Event;
 use buzz_core::keys::Keys;
-use buzz_core::store::schema::thread_metadata;
+use buzz_core::store::threads::{insert_rows, ThreadRow};
 use buzz_core::store::{insert_event, Store};
-use diesel::prelude::*;
 
 /// Events per writer job. Each job runs in its own savepoint, and with SQLite's
 /// in-memory sub-journal every statement costs time proportional to what the savepoint
@@ -17,8 +16,6 @@ use diesel::prelude::*;
 const EVENTS_PER_JOB: usize = 50;
 /// Events signed at once (on every core) before they are written.
 const SIGN_CHUNK: usize = 20_000;
-/// `thread_metadata` rows per INSERT statement (14 columns; under SQLite's bind limit).
-const METADATA_PER_INSERT: usize = 1_000;
 /// Replies per thread in a seeded channel: 1 root + 9 replies = 90% replies.
 pub(crate) const REPLIES_PER_ROOT: usize = 9;
 /// The newest roots of a seeded channel that get a reaction (so aux has work to do).
@@ -31,25 +28,6 @@ struct Spec {
     tags: Vec<Vec<String>>,
     content: String,
     created_at: i64,
-}
-
-#[derive(Clone, Insertable)]
-#[diesel(table_name = thread_metadata)]
-struct NewThreadRow {
-    community_id: i64,
-    event_id: String,
-    channel_id: String,
-    pubkey: String,
-    created_at: i64,
-    parent_id: Option<String>,
-    root_id: Option<String>,
-    depth: i32,
-    broadcast: bool,
-    path: String,
-    deleted: bool,
-    reply_count: i64,
-    descendant_count: i64,
-    last_reply_at: Option<i64>,
 }
 
 /// Writes seeded channels into one community.
@@ -91,8 +69,8 @@ fn sign_all(specs: Vec<Spec>, authors: &[Keys]) -> Vec<Event> {
     })
 }
 
-fn root_row(community_id: i64, channel: &str, root: &Event, replies: &[Event]) -> NewThreadRow {
-    NewThreadRow {
+fn root_row(community_id: i64, channel: &str, root: &Event, replies: &[Event]) -> ThreadRow {
+    ThreadRow {
         community_id,
         event_id: root.id.clone(),
         channel_id: channel.to_owned(),
@@ -110,8 +88,8 @@ fn root_row(community_id: i64, channel: &str, root: &Event, replies: &[Event]) -
     }
 }
 
-fn reply_row(community_id: i64, channel: &str, root: &Event, reply: &Event) -> NewThreadRow {
-    NewThreadRow {
+fn reply_row(community_id: i64, channel: &str, root: &Event, reply: &Event) -> ThreadRow {
+    ThreadRow {
         community_id,
         event_id: reply.id.clone(),
         channel_id: channel.to_owned(),
@@ -149,7 +127,7 @@ impl Seeder {
         &self,
         channel: &str,
         events: Vec<Event>,
-        rows: Vec<NewThreadRow>,
+        rows: Vec<ThreadRow>,
     ) -> anyhow::Result<()> {
         let community_id = self.community_id;
         let channel = channel.to_owned();
@@ -164,12 +142,7 @@ impl Seeder {
                         event.created_at * 1_000_000,
                     )?;
                 }
-                for chunk in rows.chunks(METADATA_PER_INSERT) {
-                    buzz_core::with_conn!(conn, |c| diesel::insert_into(thread_metadata::table)
-                        .values(chunk)
-                        .execute(c))?;
-                }
-                Ok(())
+                insert_rows(conn, &rows)
             })
             .await
             .map_err(|r| anyhow::anyhow!("seeding write failed: {r}"))
@@ -259,10 +232,7 @@ impl Seeder {
     /// Refresh the planner statistics after a bulk load (PostgreSQL).
     pub(crate) async fn analyze(&self) -> anyhow::Result<()> {
         self.store
-            .write(|conn| {
-                buzz_core::with_conn!(conn, |c| diesel::sql_query("ANALYZE").execute(c))?;
-                Ok(())
-            })
+            .analyze()
             .await
             .map_err(|r| anyhow::anyhow!("ANALYZE failed: {r}"))
     }

@@ -11,11 +11,12 @@ use crate::page::Page;
 use crate::readers::Readable;
 use crate::request::ChannelRequest;
 use crate::rows;
-use buzz_core::channels::threads::{self, ThreadRow, ThreadSummary};
+use crate::summary::{self, ThreadSummary};
 use buzz_core::ctx::ConnCtx;
 use buzz_core::error::Reason;
 use buzz_core::event::Event;
 use buzz_core::plugin::Services;
+use buzz_core::store::threads::ThreadRow;
 use buzz_core::store::Conn;
 use std::collections::HashMap;
 
@@ -106,7 +107,7 @@ fn build(
 /// One summary per row that has at least one reply, in row order.
 ///
 /// Thread roots (depth 0, the common case) share one participants query; a broadcast
-/// reply's subtree is summarized by core's per-event summary.
+/// reply's subtree is summarized by the per-event summary (`summary.rs`).
 fn summaries(
     conn: &mut Conn<'_>,
     community_id: i64,
@@ -137,10 +138,10 @@ fn summaries(
             continue;
         };
         if row.depth != 0 {
-            out.push(threads::summary(conn, &row)?);
+            out.push(summary::summary(conn, &row)?);
             continue;
         }
-        // Most recent first; equal times by pubkey, as core's summary orders them.
+        // Most recent first; equal times by pubkey, as the per-event summary orders them.
         let mut list = authors.remove(id).unwrap_or_default();
         list.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
         out.push(ThreadSummary {
@@ -150,7 +151,7 @@ fn summaries(
             last_reply_at: row.last_reply_at,
             participants: list
                 .into_iter()
-                .take(usize::try_from(threads::MAX_PARTICIPANTS).unwrap_or(10))
+                .take(usize::try_from(summary::MAX_PARTICIPANTS).unwrap_or(10))
                 .map(|(_, pubkey)| pubkey)
                 .collect(),
         });

@@ -46,6 +46,7 @@ mod readers;
 mod recovery;
 mod request;
 mod rows;
+mod summary;
 mod thread_mode;
 
 pub use budget::ThreadBudgets;

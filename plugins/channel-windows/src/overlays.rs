@@ -4,8 +4,8 @@
 //! is exact — clients reject anything else.
 
 use crate::cursor::{next_cursor_json, Cursor};
+use crate::summary::ThreadSummary;
 use crate::{CHANNEL_BOUNDS_KIND, SUMMARY_KIND, THREAD_BOUNDS_KIND};
-use buzz_core::channels::threads::ThreadSummary;
 use buzz_core::event::Event;
 use buzz_core::keys::Keys;
 use serde_json::json;

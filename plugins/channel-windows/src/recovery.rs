@@ -14,7 +14,7 @@
 use crate::overlays::OverlaySigner;
 use crate::request::ResolveRequest;
 use crate::rows;
-use buzz_core::channels::threads::{self, ThreadSummary};
+use crate::summary::{self, ThreadSummary};
 use buzz_core::ctx::ConnCtx;
 use buzz_core::error::Reason;
 use buzz_core::event::Event;
@@ -65,7 +65,7 @@ pub(crate) async fn serve(
                 if row.channel_id != request.channel || !done.insert(root.clone()) {
                     continue;
                 }
-                out.push((row.channel_id.clone(), threads::summary(&mut conn, row)?));
+                out.push((row.channel_id.clone(), summary::summary(&mut conn, row)?));
             }
             Ok(out)
         })

@@ -14,9 +14,9 @@
 
 use crate::cursor::Cursor;
 use crate::request::LegacyCursor;
-use buzz_core::channels::threads::ThreadRow;
 use buzz_core::error::Reason;
 use buzz_core::store::schema::{event_tags, events, thread_metadata};
+use buzz_core::store::threads::ThreadRow;
 use buzz_core::store::{Conn, EventRow};
 use buzz_core::with_conn;
 use diesel::connection::DefaultLoadingMode;

@@ -352,3 +352,86 @@ pub fn remove_sanction(
     .execute(c))?;
     Ok(())
 }
+
+/// A `community_sanctions` row as the access service reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SanctionRow {
+    /// `ban` or `timeout`.
+    pub kind: String,
+    pub until: Option<i64>,
+    pub reason: String,
+}
+
+/// A `channel_members` row of one pubkey.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MembershipRow {
+    pub channel_id: String,
+    pub role: String,
+    pub added_at: i64,
+}
+
+/// Everything the community records about one pubkey.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Standing {
+    /// Listed in `community_members` (closed communities admit only these).
+    pub listed: bool,
+    pub sanctions: Vec<SanctionRow>,
+    pub memberships: Vec<MembershipRow>,
+}
+
+/// Load the standing of `pubkey` in `community_id`: three indexed reads.
+pub fn standing(conn: &mut Conn<'_>, community_id: i64, pubkey: &str) -> Result<Standing, Reason> {
+    let listed: i64 = with_conn!(conn, |c| community_members::table
+        .filter(community_members::community_id.eq(community_id))
+        .filter(community_members::pubkey.eq(pubkey))
+        .count()
+        .get_result(c))?;
+    let sanctions: Vec<(String, Option<i64>, String)> =
+        with_conn!(conn, |c| community_sanctions::table
+            .filter(community_sanctions::community_id.eq(community_id))
+            .filter(community_sanctions::pubkey.eq(pubkey))
+            .select((
+                community_sanctions::sanction,
+                community_sanctions::until_at,
+                community_sanctions::reason
+            ))
+            .load(c))?;
+    let memberships: Vec<(String, String, i64)> = with_conn!(conn, |c| channel_members::table
+        .filter(channel_members::community_id.eq(community_id))
+        .filter(channel_members::pubkey.eq(pubkey))
+        .select((
+            channel_members::channel_id,
+            channel_members::role,
+            channel_members::added_at
+        ))
+        .load(c))?;
+    Ok(Standing {
+        listed: listed > 0,
+        sanctions: sanctions
+            .into_iter()
+            .map(|(kind, until, reason)| SanctionRow {
+                kind,
+                until,
+                reason,
+            })
+            .collect(),
+        memberships: memberships
+            .into_iter()
+            .map(|(channel_id, role, added_at)| MembershipRow {
+                channel_id,
+                role,
+                added_at,
+            })
+            .collect(),
+    })
+}
+
+/// Every channel of the community that is not deleted (TTL expiry is judged by the
+/// caller at use time, since these rows are cached).
+pub fn live_channels(conn: &mut Conn<'_>, community_id: i64) -> Result<Vec<ChannelRow>, Reason> {
+    Ok(with_conn!(conn, |c| channels::table
+        .filter(channels::community_id.eq(community_id))
+        .filter(channels::deleted_at.is_null())
+        .select(ChannelRow::as_select())
+        .load(c))?)
+}

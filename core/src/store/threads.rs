@@ -1,0 +1,275 @@
+//! Thread metadata rows, computed at ingest in the event's transaction (NIP-CW
+//! "Top-level Classification"): parent, root, depth, broadcast, the ancestor path, and
+//! on every ancestor the reply and descendant counts and the newest reply time. What a
+//! reply *is* (NIP-10 markers, broadcast) is decided in `channels/threads.rs`.
+//!
+//! Counts cover events that are not deleted: a deletion takes the event out of its
+//! ancestors' counts and recomputes their `last_reply_at`.
+
+use crate::channels::threads::{is_broadcast, marked, reply_parent, MAX_DEPTH};
+use crate::error::Reason;
+use crate::event::Event;
+use crate::store::schema::{events, thread_metadata};
+use crate::store::Conn;
+use crate::with_conn;
+use diesel::prelude::*;
+
+/// One `thread_metadata` row.
+#[derive(Debug, Clone, PartialEq, Eq, Queryable, Selectable, Insertable)]
+#[diesel(table_name = thread_metadata)]
+pub struct ThreadRow {
+    pub community_id: i64,
+    pub event_id: String,
+    pub channel_id: String,
+    pub pubkey: String,
+    pub created_at: i64,
+    pub parent_id: Option<String>,
+    pub root_id: Option<String>,
+    pub depth: i32,
+    pub broadcast: bool,
+    pub path: String,
+    pub deleted: bool,
+    pub reply_count: i64,
+    pub descendant_count: i64,
+    pub last_reply_at: Option<i64>,
+}
+
+impl ThreadRow {
+    /// Ancestor ids, root first (empty for depth 0).
+    pub fn ancestors(&self) -> Vec<&str> {
+        self.path.split('/').filter(|s| !s.is_empty()).collect()
+    }
+
+    /// NIP-CW: depth 0, or a broadcast depth-1 reply.
+    pub fn is_top_level(&self) -> bool {
+        self.depth == 0 || (self.depth == 1 && self.broadcast)
+    }
+}
+
+pub fn load(
+    conn: &mut Conn<'_>,
+    community_id: i64,
+    event_id: &str,
+) -> Result<Option<ThreadRow>, Reason> {
+    Ok(with_conn!(conn, |c| thread_metadata::table
+        .filter(thread_metadata::community_id.eq(community_id))
+        .filter(thread_metadata::event_id.eq(event_id))
+        .select(ThreadRow::as_select())
+        .first(c)
+        .optional())?)
+}
+
+/// Rows per multi-row statement in [`insert_rows`] (14 columns each, within SQLite's
+/// variable limit).
+const ROWS_PER_INSERT: usize = 500;
+
+/// Store precomputed rows as they are (bulk loads such as benchmark seeding, where the
+/// caller already knows every count); ingest uses [`record`] instead.
+pub fn insert_rows(conn: &mut Conn<'_>, rows: &[ThreadRow]) -> Result<(), Reason> {
+    for chunk in rows.chunks(ROWS_PER_INSERT) {
+        with_conn!(conn, |c| diesel::insert_into(thread_metadata::table)
+            .values(chunk)
+            .execute(c))?;
+    }
+    Ok(())
+}
+
+/// Compute and store the metadata of a just-stored conversation event.
+pub fn record(
+    conn: &mut Conn<'_>,
+    community_id: i64,
+    event: &Event,
+    channel_id: &str,
+) -> Result<(), Reason> {
+    let broadcast = is_broadcast(event);
+    let Some(parent_id) = reply_parent(event) else {
+        return insert(
+            conn,
+            community_id,
+            event,
+            channel_id,
+            None,
+            None,
+            0,
+            broadcast,
+            "/".into(),
+        );
+    };
+    let parent: Option<(Option<String>, Option<i64>, String, i64)> =
+        with_conn!(conn, |c| events::table
+            .filter(events::community_id.eq(community_id))
+            .filter(events::id.eq(parent_id))
+            .select((
+                events::channel_id,
+                events::deleted_at,
+                events::pubkey,
+                events::created_at
+            ))
+            .first(c)
+            .optional())?;
+    let Some((parent_channel, parent_deleted, parent_pubkey, parent_created_at)) = parent else {
+        return Err(Reason::invalid("reply parent not found"));
+    };
+    if parent_deleted.is_some() {
+        return Err(Reason::invalid("reply parent not found"));
+    }
+    if parent_channel.as_deref() != Some(channel_id) {
+        return Err(Reason::invalid(
+            "parent event belongs to a different channel",
+        ));
+    }
+    let parent_meta = match load(conn, community_id, parent_id)? {
+        Some(meta) => meta,
+        None => {
+            // A parent stored before metadata existed is top-level (NIP-CW fail-open);
+            // give it a row now so it can carry its thread's counts.
+            let legacy = Event {
+                id: parent_id.to_owned(),
+                pubkey: parent_pubkey,
+                created_at: parent_created_at,
+                ..event.clone()
+            };
+            insert(
+                conn,
+                community_id,
+                &legacy,
+                channel_id,
+                None,
+                None,
+                0,
+                false,
+                "/".into(),
+            )?;
+            load(conn, community_id, parent_id)?
+                .ok_or_else(|| Reason::Internal(anyhow::anyhow!("legacy parent row vanished")))?
+        }
+    };
+    let depth = parent_meta.depth + 1;
+    if depth > MAX_DEPTH {
+        return Err(Reason::invalid("thread depth limit exceeded"));
+    }
+    let root = parent_meta
+        .root_id
+        .clone()
+        .unwrap_or_else(|| parent_id.to_owned());
+    if let Some(claimed) = marked(event, "root") {
+        if claimed != root {
+            return Err(Reason::invalid(
+                "root marker does not match the parent's thread",
+            ));
+        }
+    }
+    let path = format!("{}{}/", parent_meta.path, parent_id);
+    insert(
+        conn,
+        community_id,
+        event,
+        channel_id,
+        Some(parent_id),
+        Some(&root),
+        depth,
+        broadcast,
+        path.clone(),
+    )?;
+
+    let ancestors: Vec<String> = path
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect();
+    let of = |ids: Vec<String>| {
+        thread_metadata::table
+            .filter(thread_metadata::community_id.eq(community_id))
+            .filter(thread_metadata::event_id.eq_any(ids))
+    };
+    with_conn!(conn, |c| diesel::update(of(vec![parent_id.to_owned()]))
+        .set(thread_metadata::reply_count.eq(thread_metadata::reply_count + 1))
+        .execute(c))?;
+    with_conn!(conn, |c| diesel::update(of(ancestors.clone()))
+        .set(thread_metadata::descendant_count.eq(thread_metadata::descendant_count + 1))
+        .execute(c))?;
+    with_conn!(conn, |c| diesel::update(
+        of(ancestors.clone()).filter(
+            thread_metadata::last_reply_at
+                .is_null()
+                .or(thread_metadata::last_reply_at.lt(event.created_at))
+        )
+    )
+    .set(thread_metadata::last_reply_at.eq(event.created_at))
+    .execute(c))?;
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn insert(
+    conn: &mut Conn<'_>,
+    community_id: i64,
+    event: &Event,
+    channel_id: &str,
+    parent_id: Option<&str>,
+    root_id: Option<&str>,
+    depth: i32,
+    broadcast: bool,
+    path: String,
+) -> Result<(), Reason> {
+    with_conn!(conn, |c| diesel::insert_into(thread_metadata::table)
+        .values((
+            thread_metadata::community_id.eq(community_id),
+            thread_metadata::event_id.eq(&event.id),
+            thread_metadata::channel_id.eq(channel_id),
+            thread_metadata::pubkey.eq(&event.pubkey),
+            thread_metadata::created_at.eq(event.created_at),
+            thread_metadata::parent_id.eq(parent_id),
+            thread_metadata::root_id.eq(root_id),
+            thread_metadata::depth.eq(depth),
+            thread_metadata::broadcast.eq(broadcast),
+            thread_metadata::path.eq(path),
+        ))
+        .execute(c))?;
+    Ok(())
+}
+
+/// Take a deleted event out of its thread: flag it, decrement its ancestors' counts and
+/// recompute their newest reply time from what remains.
+pub fn on_deleted(conn: &mut Conn<'_>, community_id: i64, event_id: &str) -> Result<(), Reason> {
+    let Some(row) = load(conn, community_id, event_id)? else {
+        return Ok(());
+    };
+    if row.deleted {
+        return Ok(());
+    }
+    let this = thread_metadata::table
+        .filter(thread_metadata::community_id.eq(community_id))
+        .filter(thread_metadata::event_id.eq(event_id));
+    with_conn!(conn, |c| diesel::update(this)
+        .set(thread_metadata::deleted.eq(true))
+        .execute(c))?;
+    let (Some(parent), Some(root)) = (row.parent_id.clone(), row.root_id.clone()) else {
+        return Ok(());
+    };
+    let ancestors: Vec<String> = row.ancestors().into_iter().map(str::to_owned).collect();
+    let of = |ids: Vec<String>| {
+        thread_metadata::table
+            .filter(thread_metadata::community_id.eq(community_id))
+            .filter(thread_metadata::event_id.eq_any(ids))
+    };
+    with_conn!(conn, |c| diesel::update(of(vec![parent]))
+        .set(thread_metadata::reply_count.eq(thread_metadata::reply_count - 1))
+        .execute(c))?;
+    with_conn!(conn, |c| diesel::update(of(ancestors.clone()))
+        .set(thread_metadata::descendant_count.eq(thread_metadata::descendant_count - 1))
+        .execute(c))?;
+    for ancestor in ancestors {
+        let newest: Option<i64> = with_conn!(conn, |c| thread_metadata::table
+            .filter(thread_metadata::community_id.eq(community_id))
+            .filter(thread_metadata::root_id.eq(&root))
+            .filter(thread_metadata::deleted.eq(false))
+            .filter(thread_metadata::path.like(format!("%/{ancestor}/%")))
+            .select(diesel::dsl::max(thread_metadata::created_at))
+            .first(c))?;
+        with_conn!(conn, |c| diesel::update(of(vec![ancestor.clone()]))
+            .set(thread_metadata::last_reply_at.eq(newest))
+            .execute(c))?;
+    }
+    Ok(())
+}
