@@ -1,8 +1,9 @@
-//! `buzz-relay`: reads the config, registers the plugins built into this binary and runs
-//! the core relay. Core knows no plugin; this file is where they meet.
+//! `buzz-relay`: reads the config, hands core the plugins built into this binary
+//! (`lib.rs`) and runs the relay, or one of the operator commands.
 
 use anyhow::Context;
 use buzz_core::config::Settings;
+use buzz_core::plugin::PluginCatalog;
 use buzz_core::relay::RelayBuilder;
 use buzz_core::store::Store;
 use clap::{Parser, Subcommand};
@@ -64,8 +65,9 @@ enum PolicyCommand {
     },
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+/// Failures print one line with the cause chain (`error: reading x: no such file`) and
+/// exit 1; a stack trace only when `RUST_BACKTRACE` asks for one.
+fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -73,14 +75,33 @@ async fn main() -> anyhow::Result<()> {
         )
         .init();
     let cli = Cli::parse();
+    let result = tokio::runtime::Runtime::new()
+        .context("starting the async runtime")
+        .and_then(|runtime| runtime.block_on(run(cli)));
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            if std::env::var_os("RUST_BACKTRACE").is_some_and(|v| v != "0") {
+                eprintln!("{}", err.backtrace());
+            }
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
     if let Some(Command::Policy { action }) = cli.command {
         return policy(action);
     }
-    let settings = Settings::load(cli.config.as_deref())?;
+    let catalog = buzz_relay::catalog();
+    let settings = Settings::load(cli.config.as_deref(), &catalog)?;
     match cli.command {
-        Some(Command::Migrate { status }) => migrate(&settings, status).await,
-        Some(Command::Identity { reset, claim }) => identity(&settings, reset, claim).await,
-        Some(Command::Policy { .. }) | None => serve(settings).await,
+        Some(Command::Migrate { status }) => migrate(&settings, &catalog, status).await,
+        Some(Command::Identity { reset, claim }) => {
+            identity(&settings, &catalog, reset, claim).await
+        }
+        Some(Command::Policy { .. }) | None => serve(settings, catalog).await,
     }
 }
 
@@ -120,24 +141,27 @@ fn policy(action: PolicyCommand) -> anyhow::Result<()> {
     }
 }
 
-async fn serve(settings: Settings) -> anyhow::Result<()> {
-    let relay = RelayBuilder::new(settings)
-        .plugin(buzz_channel_windows::NAME, buzz_channel_windows::factory)
-        .start()
-        .await?;
-    println!(
-        "buzz-relay listening on ws://{} (relay pubkey {})",
-        relay.addr,
-        relay.pubkey()
-    );
+async fn serve(settings: Settings, catalog: PluginCatalog) -> anyhow::Result<()> {
+    // `start` logs the listening address and the relay key, once.
+    let relay = RelayBuilder::new(settings).catalog(catalog).start().await?;
     relay.wait().await
 }
 
-async fn identity(settings: &Settings, reset: bool, claim: bool) -> anyhow::Result<()> {
+async fn identity(
+    settings: &Settings,
+    catalog: &PluginCatalog,
+    reset: bool,
+    claim: bool,
+) -> anyhow::Result<()> {
     let storage = &settings.storage;
-    let store = Store::open(&storage.database_url, 1, storage.auto_migrate)
-        .await
-        .context("opening storage")?;
+    let store = Store::open(
+        &storage.database_url,
+        1,
+        storage.auto_migrate,
+        &catalog.migration_sets(),
+    )
+    .await
+    .context("opening storage")?;
     let outcome = identity_action(&store, settings, reset, claim).await;
     store.shutdown().await;
     println!("{}", outcome?);
@@ -150,7 +174,7 @@ async fn identity_action(
     reset: bool,
     claim: bool,
 ) -> anyhow::Result<String> {
-    let failed = |r: buzz_core::error::Reason| anyhow::anyhow!("relay identity: {}", r.wire_text());
+    let failed = |r: buzz_core::error::Reason| anyhow::anyhow!("relay identity: {r}");
     if claim {
         let (keys, source) = buzz_core::relay::relay_keys(settings)?;
         buzz_core::relay::claim_identity(store, &keys, &source).await?;
@@ -169,17 +193,23 @@ async fn identity_action(
     })
 }
 
-async fn migrate(settings: &Settings, status_only: bool) -> anyhow::Result<()> {
+async fn migrate(
+    settings: &Settings,
+    catalog: &PluginCatalog,
+    status_only: bool,
+) -> anyhow::Result<()> {
     let url = settings.storage.database_url.clone();
+    let sets = catalog.migration_sets();
     tokio::task::spawn_blocking(move || -> anyhow::Result<()> {
-        let migrations = Store::migrations(&url).context("opening database")?;
+        let migrations = Store::migrations(&url, &sets).context("opening database")?;
         if status_only {
+            // `applied  <version>  <owner>`: core's tables or a plugin's.
             let status = migrations.status()?;
-            for name in &status.applied {
-                println!("applied  {name}");
+            for m in &status.applied {
+                println!("applied  {}  {}", m.version, m.owner);
             }
-            for name in &status.pending {
-                println!("pending  {name}");
+            for m in &status.pending {
+                println!("pending  {}  {}", m.version, m.owner);
             }
             println!(
                 "{} applied, {} pending",
@@ -188,8 +218,8 @@ async fn migrate(settings: &Settings, status_only: bool) -> anyhow::Result<()> {
             );
         } else {
             let done = migrations.run_pending()?;
-            for name in &done {
-                println!("applied  {name}");
+            for m in &done {
+                println!("applied  {}  {}", m.version, m.owner);
             }
             println!("{} migration(s) applied", done.len());
         }

@@ -17,8 +17,10 @@ struct Cli {
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    let settings = buzz_core::config::Settings::load(cli.config.as_deref())?;
-    let report = report::Report::gather(&settings)?;
+    // The relay binary's own plugin list: the same sections, tables and panels.
+    let catalog = buzz_relay::catalog();
+    let settings = buzz_core::config::Settings::load(cli.config.as_deref(), &catalog)?;
+    let report = report::Report::gather(&settings, &catalog)?;
     print!("{report}");
     Ok(())
 }

@@ -3,6 +3,7 @@
 
 use anyhow::Context;
 use buzz_core::config::Settings;
+use buzz_core::plugin::{AdminPanel, PluginCatalog};
 use buzz_core::store::{
     community_stats, recorded_identity, CommunityStats as CommunityStatus, MigrationStatus, Store,
 };
@@ -14,6 +15,16 @@ pub(crate) struct PolicyStatus {
     pub(crate) verdict: Result<Vec<&'static str>, String>,
 }
 
+/// A built plugin: whether it runs, its tables, and the status it reports.
+pub(crate) struct PluginStatus {
+    pub(crate) name: String,
+    pub(crate) enabled: bool,
+    /// Its migrations: (version, applied).
+    pub(crate) migrations: Vec<(String, bool)>,
+    /// `Err` when the panel could not be read (e.g. its tables are not migrated yet).
+    pub(crate) panel: Result<AdminPanel, String>,
+}
+
 pub(crate) struct Report {
     pub(crate) database: String,
     pub(crate) migrations: MigrationStatus,
@@ -21,14 +32,15 @@ pub(crate) struct Report {
     /// pending).
     pub(crate) relay_identity: Option<String>,
     pub(crate) communities: Vec<CommunityStatus>,
-    pub(crate) plugins: Vec<(String, bool)>,
+    pub(crate) plugins: Vec<PluginStatus>,
     pub(crate) policies: Option<Vec<PolicyStatus>>,
 }
 
 impl Report {
-    pub(crate) fn gather(settings: &Settings) -> anyhow::Result<Report> {
+    pub(crate) fn gather(settings: &Settings, catalog: &PluginCatalog) -> anyhow::Result<Report> {
         let url = &settings.storage.database_url;
-        let migrations = Store::migrations(url).context("opening the database")?;
+        let migrations =
+            Store::migrations(url, &catalog.migration_sets()).context("opening the database")?;
         let status = migrations.status()?;
         let communities = if status.applied.is_empty() {
             Vec::new()
@@ -44,10 +56,33 @@ impl Report {
         } else {
             None
         };
-        let plugins = settings
-            .plugins
+        let plugins = catalog
+            .entries()
             .iter()
-            .map(|(name, section)| (name.clone(), section.enabled))
+            .map(|entry| {
+                let section = settings.plugin(entry.name);
+                let owned = |list: &[buzz_core::store::MigrationId], applied: bool| {
+                    list.iter()
+                        .filter(|m| m.owner == entry.name)
+                        .map(|m| (m.version.clone(), applied))
+                        .collect::<Vec<_>>()
+                };
+                let mut tables = owned(&status.applied, true);
+                tables.extend(owned(&status.pending, false));
+                let panel = if tables.iter().any(|(_, applied)| !applied) {
+                    Err("tables not migrated yet".to_owned())
+                } else {
+                    migrations
+                        .with_conn(|mut conn| entry.admin_panel(&section, &mut conn))
+                        .map_err(|r| r.to_string())
+                };
+                PluginStatus {
+                    name: entry.name.to_owned(),
+                    enabled: section.is_enabled(),
+                    migrations: tables,
+                    panel,
+                }
+            })
             .collect();
         let policies = settings.policies.enabled.then(|| {
             [&settings.policies.access, &settings.policies.moderation]
@@ -94,7 +129,13 @@ impl fmt::Display for Report {
             if self.migrations.pending.is_empty() {
                 String::new()
             } else {
-                format!(" ({})", self.migrations.pending.join(", "))
+                let pending: Vec<String> = self
+                    .migrations
+                    .pending
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect();
+                format!(" ({})", pending.join(", "))
             }
         )?;
         writeln!(
@@ -115,14 +156,30 @@ impl fmt::Display for Report {
                 c.host, c.name, c.events, c.deleted_events, c.channels
             )?;
         }
-        writeln!(f, "plugins (as configured)")?;
-        for (name, enabled) in &self.plugins {
-            writeln!(
-                f,
-                "  {:<24} {}",
-                name,
-                if *enabled { "enabled" } else { "disabled" }
-            )?;
+        writeln!(f, "plugins (built into this binary)")?;
+        for p in &self.plugins {
+            let tables = if p.migrations.is_empty() {
+                "no tables".to_owned()
+            } else {
+                let applied = p.migrations.iter().filter(|(_, a)| *a).count();
+                format!("{applied}/{} migrations applied", p.migrations.len())
+            };
+            let state = if p.enabled { "enabled" } else { "disabled" };
+            writeln!(f, "  {:<24} {:<9} {tables}", p.name, state)?;
+            match &p.panel {
+                Err(e) => writeln!(f, "    (status unavailable: {e})")?,
+                Ok(panel) => {
+                    for (label, value) in &panel.facts {
+                        writeln!(f, "    {label:<32} {value}")?;
+                    }
+                    for table in &panel.tables {
+                        writeln!(f, "    {} ({})", table.title, table.columns.join(" | "))?;
+                        for row in &table.rows {
+                            writeln!(f, "      {}", row.join(" | "))?;
+                        }
+                    }
+                }
+            }
         }
         writeln!(f, "policies")?;
         match &self.policies {

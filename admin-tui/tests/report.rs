@@ -37,23 +37,20 @@ fn reports_migrations_communities_plugins_and_policies() {
     assert!(before.contains("(none stored yet)"), "{before}");
     assert!(before.contains("relay key   (not recorded yet"), "{before}");
 
+    // A relay's first start: migrations, the community row, the recorded key.
     let url = format!("sqlite://{}", db.display());
-    let migrations = buzz_core::store::Store::migrations(&url).expect("open");
-    migrations.run_pending().expect("migrate");
-    migrations
-        .with_conn(|mut conn| {
-            use buzz_core::store::schema::communities;
-            use diesel::prelude::*;
-            buzz_core::with_conn!(&mut conn, |c| diesel::insert_into(communities::table)
-                .values((
-                    communities::host.eq("localhost"),
-                    communities::name.eq("Local")
-                ))
-                .execute(c))?;
-            Ok(())
-        })
-        .expect("community row");
-
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let store = runtime.block_on(async {
+        let sets = buzz_relay::catalog().migration_sets();
+        let store = buzz_core::store::Store::open(&url, 1, true, &sets)
+            .await
+            .expect("open and migrate");
+        store
+            .ensure_community("localhost", "Local")
+            .await
+            .expect("community row");
+        store
+    });
     let after = admin(&[]);
     assert!(after.contains("2 applied, 0 pending"), "{after}");
     assert!(after.contains("relay key   (not recorded yet"), "{after}");
@@ -62,7 +59,7 @@ fn reports_migrations_communities_plugins_and_policies() {
         "{after}"
     );
     assert!(
-        after.contains("channel_windows") && after.contains("read_state               disabled"),
+        after.contains("channel_windows          enabled") && after.contains("thread deadline"),
         "{after}"
     );
     assert!(
@@ -74,18 +71,12 @@ fn reports_migrations_communities_plugins_and_policies() {
         "{after}"
     );
 
-    // Once a relay has opened the database, its key is shown.
+    // Once a relay has claimed the database, its key is shown.
     let pubkey = "ab".repeat(32);
-    migrations
-        .with_conn(|mut conn| {
-            use buzz_core::store::schema::relay_identity;
-            use diesel::prelude::*;
-            buzz_core::with_conn!(&mut conn, |c| diesel::insert_into(relay_identity::table)
-                .values((relay_identity::id.eq(1), relay_identity::pubkey.eq(&pubkey)))
-                .execute(c))?;
-            Ok(())
-        })
-        .expect("identity row");
+    runtime.block_on(async {
+        store.claim_identity(&pubkey).await.expect("identity row");
+        store.shutdown().await;
+    });
     let recorded = admin(&[]);
     assert!(
         recorded.contains(&format!("relay key   {pubkey}")),

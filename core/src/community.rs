@@ -38,12 +38,9 @@ pub struct Communities {
 }
 
 impl Communities {
-    pub fn new(list: Vec<Community>) -> Self {
+    pub fn new(list: &[Arc<Community>]) -> Self {
         Communities {
-            by_host: list
-                .into_iter()
-                .map(|c| (c.host.clone(), Arc::new(c)))
-                .collect(),
+            by_host: list.iter().map(|c| (c.host.clone(), c.clone())).collect(),
         }
     }
 

@@ -1,9 +1,18 @@
-//! `config.toml` exactly as DESIGN.md specifies, read with the `config` crate.
+//! `config.toml`, read with the `config` crate. `config.example.toml` documents every key
+//! with its default (a test keeps the two equal).
 //!
 //! Sources, later wins: built-in defaults, the TOML file, `BUZZ__SECTION__KEY`
-//! environment overrides, then the aliases the specs name (`DATABASE_URL`, `REDIS_URL`,
-//! `BUZZ_AUTO_MIGRATE`, `BUZZ_RELAY_PRIVATE_KEY`, `BUZZ_V1_ENABLED`).
+//! environment overrides, then the aliases operators know from other tools
+//! (`DATABASE_URL`, `REDIS_URL`, `BUZZ_AUTO_MIGRATE`, `BUZZ_RELAY_PRIVATE_KEY`) and those
+//! each plugin declares for its own section.
+//!
+//! Relative paths (`relay.data_dir`, `policies.*`, a `sqlite://` database path) resolve
+//! against the config file's directory when a file is read, else against the working
+//! directory; a value set by an environment variable resolves against the working
+//! directory. `[plugins.<name>]` sections are checked and completed by the binary's
+//! [`PluginCatalog`]: core knows no plugin.
 
+use crate::plugin::PluginCatalog;
 use anyhow::Context;
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -17,7 +26,9 @@ pub struct Settings {
     pub relay: RelaySettings,
     pub communities: Vec<CommunitySettings>,
     pub policies: PolicySettings,
-    /// `[plugins.<name>]` sections, each with `enabled` and the plugin's own keys.
+    /// `[plugins.<name>]` sections, each with `enabled` and the plugin's own keys. After
+    /// loading: one per built plugin, defaults filled in.
+    #[serde(default)]
     pub plugins: BTreeMap<String, PluginSection>,
     pub limits: LimitSettings,
 }
@@ -74,6 +85,13 @@ pub struct PolicySettings {
     pub enabled: bool,
     pub access: PathBuf,
     pub moderation: PathBuf,
+    /// Set when `access` is the default path (no file or variable named it): a missing
+    /// file then means "run the scripts compiled into the binary" instead of an error.
+    #[serde(skip)]
+    pub access_is_default: bool,
+    /// As `access_is_default`, for `moderation`.
+    #[serde(skip)]
+    pub moderation_is_default: bool,
     /// Lua instructions one policy call may run before it is stopped (denied).
     pub instruction_budget: u64,
     /// Memory one Lua state may use, bytes.
@@ -101,10 +119,11 @@ pub struct LimitSettings {
     pub max_inflight_events: usize,
 }
 
-#[derive(Debug, Clone, Deserialize, Default)]
+#[derive(Debug, Clone, Deserialize, Default, PartialEq)]
 pub struct PluginSection {
+    /// `None` until the catalog completes the section with the plugin's default.
     #[serde(default)]
-    pub enabled: bool,
+    pub enabled: Option<bool>,
     /// Everything else in the section, for the plugin to read.
     #[serde(flatten)]
     pub options: Map<String, Value>,
@@ -149,15 +168,6 @@ max_filters = 16
 max_limit = 500
 max_outbound_queue = 1024
 max_inflight_events = 64
-
-[plugins.channel_windows]
-enabled = true
-[plugins.artifacts]
-enabled = true
-[plugins.snapshot]
-enabled = true
-[plugins.read_state]
-enabled = false
 "#;
 
 const DEFAULT_COMMUNITY: &str = r#"
@@ -168,10 +178,18 @@ owners = []
 open = true
 "#;
 
+/// Keys whose relative paths resolve against the config file's directory.
+const PATH_KEYS: [(&str, &str); 4] = [
+    ("relay", "data_dir"),
+    ("policies", "access"),
+    ("policies", "moderation"),
+    ("storage", "database_url"),
+];
+
 impl Settings {
     /// Load from `path` (or `./config.toml` when present, else defaults) plus the
-    /// environment.
-    pub fn load(path: Option<&Path>) -> anyhow::Result<Settings> {
+    /// environment, with the plugin sections checked and completed by `catalog`.
+    pub fn load(path: Option<&Path>, catalog: &PluginCatalog) -> anyhow::Result<Settings> {
         let file = match path {
             Some(p) => {
                 if !p.exists() {
@@ -182,7 +200,7 @@ impl Settings {
             None => Some(PathBuf::from("config.toml")).filter(|p| p.exists()),
         };
         let env: HashMap<String, String> = std::env::vars().collect();
-        Self::load_from(file.as_deref(), &env)
+        Self::load_from(file.as_deref(), &env, catalog)
     }
 
     /// Like [`Settings::load`], with the environment supplied as a map (tests pass their
@@ -190,29 +208,34 @@ impl Settings {
     pub fn load_from(
         file: Option<&Path>,
         env: &HashMap<String, String>,
+        catalog: &PluginCatalog,
+    ) -> anyhow::Result<Settings> {
+        Self::read(file, env, catalog).with_context(|| match file {
+            Some(p) => format!("configuration {}", p.display()),
+            None => "built-in configuration".to_owned(),
+        })
+    }
+
+    fn read(
+        file: Option<&Path>,
+        env: &HashMap<String, String>,
+        catalog: &PluginCatalog,
     ) -> anyhow::Result<Settings> {
         let mut builder = config::Config::builder()
             .add_source(config::File::from_str(DEFAULTS, config::FileFormat::Toml));
-        let file_has_communities = match file {
-            Some(p) => {
-                let text = std::fs::read_to_string(p)
-                    .with_context(|| format!("reading {}", p.display()))?;
-                builder =
-                    builder.add_source(config::File::from_str(&text, config::FileFormat::Toml));
-                text.contains("[[communities]]")
-            }
-            None => false,
-        };
-        if !file_has_communities {
+        let mut file_keys = toml::Table::new();
+        if let Some(p) = file {
+            let text =
+                std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+            file_keys = text.parse::<toml::Table>().context("not valid TOML")?;
+            builder = builder.add_source(config::File::from_str(&text, config::FileFormat::Toml));
+        }
+        if !file_keys.contains_key("communities") {
             builder = builder.add_source(config::File::from_str(
                 DEFAULT_COMMUNITY,
                 config::FileFormat::Toml,
             ));
         }
-        let vars: Vec<(String, String)> = ENV_KEYS
-            .iter()
-            .filter_map(|k| env.get(*k).map(|v| (k.to_string(), v.clone())))
-            .collect();
         let overrides: HashMap<String, String> = env
             .iter()
             .filter(|(k, _)| k.starts_with("BUZZ__"))
@@ -223,26 +246,81 @@ impl Settings {
                 .prefix_separator("__")
                 .separator("__")
                 .try_parsing(true)
-                .source(Some(overrides)),
+                .source(Some(overrides.clone())),
         );
-        for (name, value) in vars {
-            let key = match name.as_str() {
-                "DATABASE_URL" => "storage.database_url",
-                "REDIS_URL" => "storage.redis_url",
-                "BUZZ_AUTO_MIGRATE" => "storage.auto_migrate",
-                "BUZZ_RELAY_PRIVATE_KEY" => "relay.private_key",
-                "BUZZ_V1_ENABLED" => "plugins.read_state.enabled",
-                _ => continue,
-            };
-            builder = builder.set_override(key, parse_scalar(&value))?;
+        // Keys an environment variable set: their relative paths stay relative to the
+        // working directory.
+        let mut env_keys: Vec<String> = overrides
+            .keys()
+            .map(|k| k["BUZZ__".len()..].to_ascii_lowercase().replace("__", "."))
+            .collect();
+        let plugin_aliases = catalog.entries().iter().flat_map(|entry| {
+            entry
+                .env_aliases
+                .iter()
+                .map(move |(var, key)| (*var, format!("plugins.{}.{key}", entry.name)))
+        });
+        let aliases = CORE_ALIASES
+            .iter()
+            .map(|(var, key)| (*var, (*key).to_owned()))
+            .chain(plugin_aliases);
+        for (var, key) in aliases {
+            if let Some(value) = env.get(var) {
+                builder = builder.set_override(key.as_str(), parse_scalar(value))?;
+                env_keys.push(key);
+            }
         }
-        let settings: Settings = builder
+        let mut settings: Settings = builder
             .build()
             .context("reading configuration")?
             .try_deserialize()
-            .context("configuration has a wrong or missing key")?;
+            .context("a key has a wrong or missing value")?;
+        let named = |section: &str, key: &str| {
+            env_keys.iter().any(|k| k == &format!("{section}.{key}"))
+                || file_keys
+                    .get(section)
+                    .and_then(|t| t.as_table())
+                    .is_some_and(|t| t.contains_key(key))
+        };
+        settings.policies.access_is_default = !named("policies", "access");
+        settings.policies.moderation_is_default = !named("policies", "moderation");
+        if let Some(dir) = file.and_then(Path::parent) {
+            let from_env = |section: &str, key: &str| {
+                env_keys.iter().any(|k| k == &format!("{section}.{key}"))
+            };
+            settings.resolve_paths(dir, |section, key| !from_env(section, key));
+        }
         settings.validate()?;
+        settings.plugins = catalog.complete(&settings.plugins)?;
         Ok(settings)
+    }
+
+    /// Make relative paths absolute against `dir` for the keys `applies` accepts.
+    fn resolve_paths(&mut self, dir: &Path, applies: impl Fn(&str, &str) -> bool) {
+        let resolve = |path: &mut PathBuf| {
+            if path.is_relative() && !dir.as_os_str().is_empty() {
+                *path = dir.join(&*path);
+            }
+        };
+        for (section, key) in PATH_KEYS {
+            if !applies(section, key) {
+                continue;
+            }
+            match (section, key) {
+                ("relay", _) => resolve(&mut self.relay.data_dir),
+                ("policies", "access") => resolve(&mut self.policies.access),
+                ("policies", _) => resolve(&mut self.policies.moderation),
+                _ => {
+                    if let Some(rest) = self.storage.database_url.strip_prefix("sqlite://") {
+                        let mut path = PathBuf::from(rest);
+                        if !rest.is_empty() && rest != ":memory:" {
+                            resolve(&mut path);
+                            self.storage.database_url = format!("sqlite://{}", path.display());
+                        }
+                    }
+                }
+            }
+        }
     }
 
     fn validate(&self) -> anyhow::Result<()> {
@@ -276,13 +354,20 @@ impl Settings {
     }
 }
 
-/// Alias variables the specs name.
-const ENV_KEYS: [&str; 5] = [
-    "DATABASE_URL",
-    "REDIS_URL",
-    "BUZZ_AUTO_MIGRATE",
-    "BUZZ_RELAY_PRIVATE_KEY",
-    "BUZZ_V1_ENABLED",
+impl PluginSection {
+    /// Whether the plugin runs (a section the catalog has not completed: only when it
+    /// says so).
+    pub fn is_enabled(&self) -> bool {
+        self.enabled.unwrap_or(false)
+    }
+}
+
+/// Environment aliases of core's own keys.
+const CORE_ALIASES: [(&str, &str); 4] = [
+    ("DATABASE_URL", "storage.database_url"),
+    ("REDIS_URL", "storage.redis_url"),
+    ("BUZZ_AUTO_MIGRATE", "storage.auto_migrate"),
+    ("BUZZ_RELAY_PRIVATE_KEY", "relay.private_key"),
 ];
 
 fn parse_scalar(value: &str) -> config::Value {
@@ -296,10 +381,30 @@ fn parse_scalar(value: &str) -> config::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plugin::{Plugin, PluginEntry, PluginManifest, Services};
+    use std::sync::Arc;
 
-    fn load(file: Option<&str>, env: &[(&str, &str)]) -> anyhow::Result<Settings> {
-        let dir = tempfile::tempdir()?;
-        let path = dir.path().join("config.toml");
+    /// A plugin manifest for these tests: one option, one alias.
+    struct Sample;
+
+    #[derive(Debug, Default, serde::Serialize, Deserialize)]
+    #[serde(default, deny_unknown_fields)]
+    struct SampleConfig {
+        words: Vec<String>,
+    }
+
+    impl PluginManifest for Sample {
+        const NAME: &'static str = "sample";
+        const ENABLED_BY_DEFAULT: bool = false;
+        const ENV_ALIASES: &'static [(&'static str, &'static str)] = &[("SAMPLE_ON", "enabled")];
+        type Config = SampleConfig;
+        fn build(_: SampleConfig, _: &Services) -> anyhow::Result<Arc<dyn Plugin>> {
+            anyhow::bail!("not run in these tests")
+        }
+    }
+
+    fn load_in(dir: &Path, file: Option<&str>, env: &[(&str, &str)]) -> anyhow::Result<Settings> {
+        let path = dir.join("config.toml");
         if let Some(text) = file {
             std::fs::write(&path, text)?;
         }
@@ -307,18 +412,29 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        Settings::load_from(file.map(|_| path.as_path()), &env)
+        let catalog = PluginCatalog::new().with(PluginEntry::of::<Sample>());
+        Settings::load_from(file.map(|_| path.as_path()), &env, &catalog)
+    }
+
+    fn load(file: Option<&str>, env: &[(&str, &str)]) -> anyhow::Result<Settings> {
+        load_in(tempfile::tempdir()?.path(), file, env)
     }
 
     #[test]
-    fn defaults_match_the_design() {
+    fn defaults() {
         let s = load(None, &[]).expect("defaults");
         assert_eq!(s.server.bind, "127.0.0.1:7777");
         assert_eq!(s.storage.database_url, "sqlite://./data/buzz.db");
         assert_eq!(s.communities.len(), 1);
         assert_eq!(s.communities[0].host, "localhost");
-        assert!(s.plugin("channel_windows").enabled);
-        assert!(!s.plugin("read_state").enabled);
+        assert!(s.policies.access_is_default && s.policies.moderation_is_default);
+        // Every built plugin gets its own defaults; nothing else appears.
+        assert_eq!(s.plugins.len(), 1);
+        assert_eq!(s.plugin("sample").enabled, Some(false));
+        assert_eq!(
+            s.plugin("sample").options.get("words"),
+            Some(&serde_json::json!([]))
+        );
     }
 
     #[test]
@@ -327,13 +443,13 @@ mod tests {
             Some("[storage]\ndatabase_url = \"sqlite://x.db\"\n[[communities]]\nhost = \"a.example\"\nname = \"A\"\n"),
             &[
                 ("DATABASE_URL", "postgres://u@h/db"),
-                ("BUZZ_V1_ENABLED", "true"),
+                ("SAMPLE_ON", "true"),
                 ("BUZZ__SERVER__BIND", "0.0.0.0:1"),
             ],
         )
         .expect("config");
         assert_eq!(s.storage.database_url, "postgres://u@h/db");
-        assert!(s.plugin("read_state").enabled);
+        assert!(s.plugin("sample").is_enabled());
         assert_eq!(s.communities[0].host, "a.example");
         assert!(s.communities[0].open);
         assert_eq!(s.server.bind, "0.0.0.0:1");
@@ -349,6 +465,65 @@ mod tests {
         assert!(
             format!("{err:#}").contains("auto_migrate") || format!("{err:#}").contains("boolean"),
             "{err:#}"
+        );
+    }
+
+    #[test]
+    fn plugin_sections_are_checked_against_the_catalog() {
+        let err = load(Some("[plugins.artifacts]\nenabled = true\n"), &[])
+            .expect_err("an unbuilt plugin must refuse");
+        let text = format!("{err:#}");
+        assert!(
+            text.contains("artifacts") && text.contains("built: sample"),
+            "{text}"
+        );
+
+        let err = load(Some("[plugins.sample]\nwrds = []\n"), &[])
+            .expect_err("an unknown key must refuse");
+        let text = format!("{err:#}");
+        assert!(text.contains("wrds") && text.contains("words"), "{text}");
+
+        let s = load(
+            Some("[plugins.sample]\nenabled = true\nwords = [\"a\"]\n"),
+            &[],
+        )
+        .expect("a good section");
+        assert!(s.plugin("sample").is_enabled());
+        assert_eq!(
+            s.plugin("sample").options.get("words"),
+            Some(&serde_json::json!(["a"]))
+        );
+    }
+
+    #[test]
+    fn relative_paths_resolve_against_the_file() {
+        let dir = tempfile::tempdir().expect("dir");
+        let s = load_in(
+            dir.path(),
+            Some("[relay]\ndata_dir = \"state\"\n[policies]\naccess = \"rules/a.lua\"\n"),
+            &[("DATABASE_URL", "sqlite://env.db")],
+        )
+        .expect("config");
+        assert_eq!(s.relay.data_dir, dir.path().join("state"));
+        assert_eq!(s.policies.access, dir.path().join("rules/a.lua"));
+        assert!(!s.policies.access_is_default && s.policies.moderation_is_default);
+        // Defaults a file leaves alone live beside it too ...
+        assert_eq!(
+            s.policies.moderation,
+            dir.path().join("policies/moderation.lua")
+        );
+        // ... but a value from the environment stays relative to the working directory.
+        assert_eq!(s.storage.database_url, "sqlite://env.db");
+
+        let s = load_in(
+            dir.path(),
+            Some("[storage]\ndatabase_url = \"sqlite://db/b.db\"\n"),
+            &[],
+        )
+        .expect("config");
+        assert_eq!(
+            s.storage.database_url,
+            format!("sqlite://{}", dir.path().join("db/b.db").display())
         );
     }
 }

@@ -1,13 +1,16 @@
 //! The one place where failures become wire text.
 //!
-//! Every path (WebSocket `OK`/`CLOSED`/`NOTICE`, HTTP JSON bodies) turns a [`Reason`]
-//! into text with [`Reason::wire_text`] and into an HTTP status with
+//! Every path (WebSocket `OK`/`CLOSED`/`NOTICE`, HTTP JSON bodies, plugin routes) turns a
+//! [`Reason`] into client text with [`Reason::wire_text`] and into an HTTP status with
 //! [`Reason::http_status`]. Nothing else in the relay formats an error for a client.
-
-use actix_web::http::StatusCode;
+//!
+//! Two audiences, two texts: [`Reason::wire_text`] is what a client may see (for
+//! internal and policy failures only a generic line); `Display` is for operators and
+//! logs and carries the cause (`{reason}` in a log line, a CLI message or a start-up
+//! error). Clients never see `Display`.
 
 /// Why a request was refused. The variant decides the NIP-01 machine-readable prefix and
-/// the HTTP status; the string is the human-readable rest of the message.
+/// the HTTP status; the string is the human-readable rest of the client's message.
 #[derive(Debug, thiserror::Error)]
 pub enum Reason {
     /// Malformed or semantically wrong input (`invalid:`, HTTP 400).
@@ -31,6 +34,10 @@ pub enum Reason {
     /// The event is already stored (`duplicate:`); for an `OK` this is still a success.
     #[error("duplicate: {0}")]
     Duplicate(String),
+    /// A compare-and-swap lost: the write named a state that is no longer current
+    /// (`conflict:`, HTTP 409). Retrying with fresh state may succeed.
+    #[error("conflict: {0}")]
+    Conflict(String),
     /// The thing asked for does not exist here (HTTP 404).
     #[error("invalid: {0}")]
     NotFound(String),
@@ -39,12 +46,12 @@ pub enum Reason {
     #[error("error: {0}")]
     Unavailable(String),
     /// A community policy script failed (error, deadline, memory). Fails closed; the
-    /// cause is logged, the client sees `error: policy failure` (HTTP 500).
-    #[error("error: policy failure")]
+    /// client sees `error: policy failure` (HTTP 500), operators the cause.
+    #[error("policy failure: {0}")]
     PolicyFailure(String),
-    /// A bug or a broken dependency. The cause is logged where it is turned into wire
-    /// text; the client only sees a generic message (`error:`, HTTP 500).
-    #[error("error: internal error")]
+    /// A bug or a broken dependency. The client only sees a generic message (`error:`,
+    /// HTTP 500); operators see the cause chain.
+    #[error("internal error: {0:#}")]
     Internal(#[source] anyhow::Error),
 }
 
@@ -54,40 +61,36 @@ impl Reason {
         Reason::Invalid(msg.into())
     }
 
-    /// The NIP-01 message: machine-readable prefix, colon, human text.
-    /// Internal causes are logged here, once, and never sent to the client.
+    /// The NIP-01 message a client sees: machine-readable prefix, colon, human text.
+    /// Internal and policy causes are logged here, once, and never sent.
     pub fn wire_text(&self) -> String {
         match self {
             Reason::Internal(cause) => {
-                tracing::error!(error = format!("{cause:#}"), "internal error")
+                tracing::error!(error = format!("{cause:#}"), "internal error");
+                "error: internal error".to_owned()
             }
             Reason::PolicyFailure(cause) => {
-                tracing::error!(%cause, "policy failure; request denied")
+                tracing::error!(%cause, "policy failure; request denied");
+                "error: policy failure".to_owned()
             }
-            _ => {}
+            client_facing => client_facing.to_string(),
         }
-        self.to_string()
     }
 
     /// The HTTP status used by the HTTP bridge and plugin routes.
-    pub fn http_status(&self) -> StatusCode {
+    pub fn http_status(&self) -> u16 {
         match self {
-            Reason::Invalid(_) => StatusCode::BAD_REQUEST,
-            Reason::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
-            Reason::Restricted(_) | Reason::Blocked(_) => StatusCode::FORBIDDEN,
-            Reason::RateLimited(_) => StatusCode::TOO_MANY_REQUESTS,
-            Reason::AuthRequired(_) => StatusCode::UNAUTHORIZED,
-            Reason::Duplicate(_) => StatusCode::OK,
-            Reason::NotFound(_) => StatusCode::NOT_FOUND,
-            Reason::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
-            Reason::Internal(_) | Reason::PolicyFailure(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            Reason::Invalid(_) => 400,
+            Reason::TooLarge(_) => 413,
+            Reason::Restricted(_) | Reason::Blocked(_) => 403,
+            Reason::RateLimited(_) => 429,
+            Reason::AuthRequired(_) => 401,
+            Reason::Duplicate(_) => 200,
+            Reason::Conflict(_) => 409,
+            Reason::NotFound(_) => 404,
+            Reason::Unavailable(_) => 503,
+            Reason::Internal(_) | Reason::PolicyFailure(_) => 500,
         }
-    }
-
-    /// The JSON body `{"error": "<message>"}` that every HTTP error carries.
-    pub fn http_response(&self) -> actix_web::HttpResponse {
-        actix_web::HttpResponse::build(self.http_status())
-            .json(serde_json::json!({ "error": self.wire_text() }))
     }
 }
 
@@ -103,14 +106,50 @@ impl From<crate::store::StoreError> for Reason {
     }
 }
 
-impl actix_web::ResponseError for Reason {
-    fn status_code(&self) -> StatusCode {
-        self.http_status()
-    }
-    fn error_response(&self) -> actix_web::HttpResponse {
-        self.http_response()
-    }
-}
-
 /// Result type of every request-facing operation.
 pub type Outcome<T> = Result<T, Reason>;
+
+#[cfg(test)]
+mod tests {
+    use super::Reason;
+
+    #[test]
+    fn clients_never_see_causes_operators_do() {
+        let internal = Reason::Internal(anyhow::anyhow!("disk on fire").context("writing"));
+        assert_eq!(internal.wire_text(), "error: internal error");
+        let operator = internal.to_string();
+        assert!(
+            operator.contains("writing") && operator.contains("disk on fire"),
+            "{operator}"
+        );
+
+        let policy = Reason::PolicyFailure("access.lua:3: attempt to index nil".into());
+        assert_eq!(policy.wire_text(), "error: policy failure");
+        assert!(policy.to_string().contains("access.lua:3"));
+
+        let refused = Reason::Restricted("members only".into());
+        assert_eq!(refused.wire_text(), "restricted: members only");
+        assert_eq!(refused.to_string(), refused.wire_text());
+    }
+
+    #[test]
+    fn each_reason_has_its_prefix_and_status() {
+        let cases = [
+            (Reason::Invalid("x".into()), "invalid: x", 400),
+            (Reason::TooLarge("x".into()), "invalid: x", 413),
+            (Reason::Restricted("x".into()), "restricted: x", 403),
+            (Reason::Blocked("x".into()), "blocked: x", 403),
+            (Reason::RateLimited("x".into()), "rate-limited: x", 429),
+            (Reason::AuthRequired("x".into()), "auth-required: x", 401),
+            (Reason::Conflict("x".into()), "conflict: x", 409),
+            (Reason::NotFound("x".into()), "invalid: x", 404),
+            (Reason::Unavailable("x".into()), "error: x", 503),
+        ];
+        for (reason, text, status) in cases {
+            assert_eq!(
+                (reason.wire_text().as_str(), reason.http_status()),
+                (text, status)
+            );
+        }
+    }
+}

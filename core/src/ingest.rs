@@ -3,15 +3,16 @@
 //!
 //! Order, cheapest refusal first: shape/size/time/id/signature → protocol and channel
 //! structure rules → access (policies) → plugin checks → (ephemeral: fan out and stop)
-//! → one storage transaction (core or owning plugin stores; channel, community and
-//! thread state incl. NIP-09 deletion; plugin in-transaction hooks) → after commit:
-//! live fan-out (the event, then relay-signed state it produced), then observers.
+//! → one storage transaction (core stores; channel, community and thread state incl.
+//! NIP-09 deletion; plugin in-transaction hooks) → after commit: live fan-out (the
+//! event, then relay-signed events the transaction produced), then observers.
 
 use crate::channels;
+use crate::channels::kinds::GROUP_STATE;
 use crate::ctx::ConnCtx;
 use crate::error::Reason;
 use crate::event::{Event, EventLimits, KindClass, StoredEvent};
-use crate::plugin::{Plugin, Services, WriteCtx};
+use crate::plugin::{Plugin, Services, Tx, WriteCtx};
 use crate::store::{insert_event, InsertOutcome};
 use std::sync::Arc;
 
@@ -25,24 +26,31 @@ pub struct Ingest {
     services: Services,
     plugins: Arc<[Arc<dyn Plugin>]>,
     limits: EventLimits,
+    /// Kinds only the relay itself authors: core's NIP-29 group state and every kind a
+    /// built plugin reserves. Clients' copies are refused on every transport.
+    relay_authored: Vec<u32>,
 }
 
-/// Kinds only the relay itself may author (NIP-29 group state, NIP-CW overlays, NIP-AR
-/// receipts). Clients' copies are refused on every transport.
-const RELAY_AUTHORED_KINDS: [u32; 7] = [39_000, 39_001, 39_002, 39_005, 39_006, 39_007, 45_011];
-
 impl Ingest {
-    pub fn new(services: Services, plugins: Arc<[Arc<dyn Plugin>]>) -> Self {
+    /// `reserved_kinds`: the kinds built plugins reserve (see `PluginManifest`).
+    pub fn new(
+        services: Services,
+        plugins: Arc<[Arc<dyn Plugin>]>,
+        reserved_kinds: Vec<u32>,
+    ) -> Self {
         let l = &services.settings.limits;
         let limits = EventLimits {
             max_content_bytes: l.max_content_bytes,
             max_tags: l.max_event_tags,
             max_clock_skew_secs: l.max_clock_skew_secs,
         };
+        let mut relay_authored = GROUP_STATE.to_vec();
+        relay_authored.extend(reserved_kinds);
         Ingest {
             services,
             plugins,
             limits,
+            relay_authored,
         }
     }
 
@@ -102,7 +110,7 @@ impl Ingest {
             }
         }
         for plugin in self.plugins.iter() {
-            plugin.after_commit(ctx, &stored).await;
+            plugin.on_committed(ctx, &stored).await;
         }
         Ok(Accepted {
             message: String::new(),
@@ -116,7 +124,7 @@ impl Ingest {
                 "kind 22242 is only accepted in AUTH messages",
             ));
         }
-        if RELAY_AUTHORED_KINDS.contains(&event.kind) {
+        if self.relay_authored.contains(&event.kind) {
             return Err(Reason::invalid(format!(
                 "kind {} is authored by the relay only",
                 event.kind
@@ -128,9 +136,9 @@ impl Ingest {
         channels::validate::check(event)
     }
 
-    /// One storage transaction: store (core or owning plugin), channel/community/thread
-    /// state (NIP-09 deletion included), in-tx hooks. Returns the outcome and the
-    /// relay-signed events the change produced.
+    /// One storage transaction: store, channel/community/thread state (NIP-09 deletion
+    /// included), in-transaction hooks. Returns the outcome and the relay-signed events
+    /// the transaction produced (core's group state, then the plugins').
     async fn store(
         &self,
         ctx: &ConnCtx,
@@ -147,23 +155,20 @@ impl Ingest {
             .store
             .write(move |conn| {
                 let event = &stored.event;
-                let owner = plugins.iter().find(|p| p.owns_kind(event.kind));
-                let outcome = match owner {
-                    Some(plugin) => plugin.store_owned(conn, &wctx, event)?,
-                    None => insert_event(
-                        conn,
-                        wctx.community_id,
-                        event,
-                        event.channel_id(),
-                        stored.received_at,
-                    )?,
-                };
+                let outcome = insert_event(
+                    conn,
+                    wctx.community_id,
+                    event,
+                    event.channel_id(),
+                    stored.received_at,
+                )?;
                 if !matches!(outcome, InsertOutcome::Stored { .. }) {
                     return Ok((outcome, Vec::new()));
                 }
-                let relay_events = channels::apply(conn, &wctx, &stored, &relay_keys)?;
+                let mut relay_events = channels::apply(conn, &wctx, &stored, &relay_keys)?;
+                let mut tx = Tx::new(conn, &wctx, &mut relay_events);
                 for plugin in plugins.iter() {
-                    plugin.in_transaction(conn, &wctx, &stored)?;
+                    plugin.in_transaction(&mut tx, &stored)?;
                 }
                 Ok((outcome, relay_events))
             })

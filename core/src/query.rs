@@ -95,7 +95,7 @@ impl QueryService {
             result.live_filters = standard;
         }
         for (index, filters) in claimed {
-            match self.plugins[index].answer(ctx, filters).await? {
+            match self.plugins[index].answer_claimed(ctx, filters).await? {
                 QueryAnswer::Events(events) => result.events.extend(events),
                 QueryAnswer::Object(obj) => {
                     if result.object.is_some() || !result.events.is_empty() {

@@ -7,15 +7,14 @@ use crate::access::AccessService;
 use crate::clock::{Clock, SystemClock};
 use crate::community::{Communities, Community};
 use crate::config::Settings;
-use crate::http::{self, AppState};
+use crate::http::{self, AppState, ServerHandle};
 use crate::ingest::Ingest;
 use crate::keys::Keys;
 use crate::live::{LiveBus, MemoryBus, RedisBus};
-use crate::plugin::{Plugin, PluginFactory, Services};
+use crate::plugin::{Plugin, PluginCatalog, PluginEntry, Services};
 use crate::query::QueryService;
 use crate::replay::{MemoryReplayGuard, RedisReplayGuard, ReplayGuard};
 use crate::store::Store;
-use actix_web::{web, App, HttpServer};
 use anyhow::Context;
 use buzz_policy::{MemoryRateLimiter, PolicyEngine, PolicyLimits, RateLimiter, RedisRateLimiter};
 use std::net::SocketAddr;
@@ -58,7 +57,7 @@ pub async fn claim_identity(store: &Store, keys: &Keys, source: &str) -> anyhow:
 /// Collects settings and the plugins this binary knows, then starts the relay.
 pub struct RelayBuilder {
     settings: Settings,
-    factories: Vec<(&'static str, PluginFactory)>,
+    catalog: PluginCatalog,
     clock: Arc<dyn Clock>,
     handle_signals: bool,
 }
@@ -67,15 +66,21 @@ impl RelayBuilder {
     pub fn new(settings: Settings) -> Self {
         RelayBuilder {
             settings,
-            factories: Vec::new(),
+            catalog: PluginCatalog::new(),
             clock: Arc::new(SystemClock),
             handle_signals: true,
         }
     }
 
-    /// Make plugin `name` available; it runs when `[plugins.<name>] enabled = true`.
-    pub fn plugin(mut self, name: &'static str, factory: PluginFactory) -> Self {
-        self.factories.push((name, factory));
+    /// The plugins built into this binary; each runs when its section enables it.
+    pub fn catalog(mut self, catalog: PluginCatalog) -> Self {
+        self.catalog = catalog;
+        self
+    }
+
+    /// Add one plugin to the catalog.
+    pub fn plugin(mut self, entry: PluginEntry) -> Self {
+        self.catalog = self.catalog.with(entry);
         self
     }
 
@@ -91,13 +96,25 @@ impl RelayBuilder {
         self
     }
 
-    pub async fn start(self) -> anyhow::Result<RunningRelay> {
+    /// Validate everything, then open storage and start serving. Nothing is created on
+    /// disk (relay key, database) until the configuration, the plugin sections and the
+    /// policy scripts have all been checked.
+    pub async fn start(mut self) -> anyhow::Result<RunningRelay> {
+        self.settings.plugins = self.catalog.complete(&self.settings.plugins)?;
         let settings = Arc::new(self.settings);
+        let policy = load_policies(&settings, self.handle_signals)?;
+        if !settings.relay.private_key.is_empty() {
+            Keys::from_hex(&settings.relay.private_key).context("relay.private_key")?;
+        }
+        let prefix = settings.storage.redis_prefix.clone();
+        let (bus, replay, redis) = connect_shared(&settings).await?;
+
         let (relay_keys, key_source) = relay_keys(&settings)?;
         let store = Store::open(
             &settings.storage.database_url,
             settings.storage.pool_size,
             settings.storage.auto_migrate,
+            &self.catalog.migration_sets(),
         )
         .await
         .context("opening storage")?;
@@ -112,42 +129,10 @@ impl RelayBuilder {
             let id = store
                 .ensure_community(&host, &c.name)
                 .await
-                .map_err(|r| anyhow::anyhow!("registering community {host}: {r:?}"))?;
-            communities.push(Community::from_settings(id, c));
+                .map_err(|r| anyhow::anyhow!("registering community {host}: {r}"))?;
+            communities.push(Arc::new(Community::from_settings(id, c)));
         }
 
-        let prefix = settings.storage.redis_prefix.clone();
-        let (bus, replay, redis): (Arc<dyn LiveBus>, Arc<dyn ReplayGuard>, _) =
-            if settings.storage.redis_url.is_empty() {
-                (
-                    Arc::new(MemoryBus::default()),
-                    Arc::new(MemoryReplayGuard::default()),
-                    None,
-                )
-            } else {
-                let client = redis::Client::open(settings.storage.redis_url.as_str())
-                    .context("storage.redis_url")?;
-                // Bounded: ConnectionManager's own retries back off for minutes before
-                // giving up, and a relay must not sit there instead of refusing to start.
-                let conn = tokio::time::timeout(
-                    REDIS_CONNECT_TIMEOUT,
-                    redis::aio::ConnectionManager::new(client.clone()),
-                )
-                .await
-                .map_err(|_| anyhow::anyhow!("no answer within {REDIS_CONNECT_TIMEOUT:?}"))
-                .and_then(|connected| connected.map_err(anyhow::Error::from))
-                .context("connecting to redis")?;
-                let bus = RedisBus::start(client, &prefix)
-                    .await
-                    .context("subscribing to redis live channel")?;
-                (
-                    Arc::new(bus),
-                    Arc::new(RedisReplayGuard::new(conn.clone(), &prefix)),
-                    Some(conn),
-                )
-            };
-
-        let policy = load_policies(&settings, self.handle_signals)?;
         let access = Arc::new(AccessService::new(
             store.clone(),
             policy,
@@ -163,82 +148,99 @@ impl RelayBuilder {
             redis,
             redis_prefix: prefix,
             settings: settings.clone(),
+            communities: communities.clone().into(),
         };
 
         let mut plugins: Vec<Arc<dyn Plugin>> = Vec::new();
-        for (name, section) in &settings.plugins {
-            if !section.enabled {
+        for entry in self.catalog.entries() {
+            let section = settings.plugin(entry.name);
+            if !section.is_enabled() {
                 continue;
             }
-            match self.factories.iter().find(|(n, _)| n == name) {
-                Some((_, factory)) => {
-                    let plugin = factory(section, &services)
-                        .with_context(|| format!("starting plugin {name}"))?;
-                    tracing::info!(plugin = %name, "plugin enabled");
-                    plugins.push(plugin);
-                }
-                None => tracing::warn!(
-                    plugin = %name,
-                    "plugin is enabled in config but not built into this binary; skipped"
-                ),
-            }
+            let plugin = entry
+                .build(&section, &services)
+                .with_context(|| format!("starting plugin {}", entry.name))?;
+            tracing::info!(plugin = entry.name, "plugin enabled");
+            plugins.push(plugin);
         }
         let plugins: Arc<[Arc<dyn Plugin>]> = plugins.into();
+        let routes = plugins.iter().flat_map(|p| p.clone().routes()).collect();
 
-        let state = web::Data::new(AppState {
-            ingest: Ingest::new(services.clone(), plugins.clone()),
+        let state = AppState {
+            ingest: Ingest::new(
+                services.clone(),
+                plugins.clone(),
+                self.catalog.reserved_kinds(),
+            ),
             query: QueryService::new(services.clone(), plugins.clone()),
             services: services.clone(),
             plugins: plugins.clone(),
-            communities: Communities::new(communities),
+            communities: Communities::new(&communities),
             replay,
-        });
-
-        let app_state = state.clone();
-        let route_plugins = plugins.clone();
-        let mut server = HttpServer::new(move || {
-            let plugins = route_plugins.clone();
-            App::new()
-                .app_data(app_state.clone())
-                .configure(http::configure)
-                .configure(move |cfg| {
-                    for plugin in plugins.iter() {
-                        plugin.clone().routes(cfg);
-                    }
-                })
-        })
-        .shutdown_timeout(settings.server.shutdown_timeout_secs);
-        if settings.server.workers > 0 {
-            server = server.workers(settings.server.workers);
-        }
-        if !self.handle_signals {
-            server = server.disable_signals();
-        }
-        let server = server
-            .bind(settings.server.bind.as_str())
-            .with_context(|| format!("binding {}", settings.server.bind))?;
-        let addr = server
-            .addrs()
-            .first()
-            .copied()
-            .context("server bound no address")?;
-        let server = server.run();
-        let handle = server.handle();
-
-        for plugin in plugins.iter() {
-            for task in plugin.background() {
-                tokio::spawn(task);
+        };
+        let server = match http::start(state, routes, &settings, self.handle_signals) {
+            Ok(server) => server,
+            Err(err) => {
+                store.shutdown().await;
+                return Err(err);
             }
-        }
-        tracing::info!(%addr, pubkey = %services.relay_keys.pubkey(), "relay listening");
-        let join = tokio::spawn(server);
+        };
+        let background = plugins
+            .iter()
+            .flat_map(|plugin| plugin.background())
+            .map(tokio::spawn)
+            .collect();
+        tracing::info!(
+            "relay listening on ws://{} (relay pubkey {})",
+            server.addr,
+            services.relay_keys.pubkey()
+        );
         Ok(RunningRelay {
-            addr,
+            addr: server.addr,
             services,
-            handle,
-            join,
+            server,
+            background,
         })
     }
+}
+
+/// Live bus, replay guard and Redis connection: in-process without `storage.redis_url`,
+/// shared through Redis with it.
+async fn connect_shared(
+    settings: &Settings,
+) -> anyhow::Result<(
+    Arc<dyn LiveBus>,
+    Arc<dyn ReplayGuard>,
+    Option<redis::aio::ConnectionManager>,
+)> {
+    if settings.storage.redis_url.is_empty() {
+        return Ok((
+            Arc::new(MemoryBus::default()),
+            Arc::new(MemoryReplayGuard::default()),
+            None,
+        ));
+    }
+    let prefix = &settings.storage.redis_prefix;
+    let client =
+        redis::Client::open(settings.storage.redis_url.as_str()).context("storage.redis_url")?;
+    // Bounded: ConnectionManager's own retries back off for minutes before giving up, and
+    // a relay must not sit there instead of refusing to start.
+    let conn = tokio::time::timeout(
+        REDIS_CONNECT_TIMEOUT,
+        redis::aio::ConnectionManager::new(client.clone()),
+    )
+    .await
+    .map_err(|_| anyhow::anyhow!("no answer within {REDIS_CONNECT_TIMEOUT:?}"))
+    .and_then(|connected| connected.map_err(anyhow::Error::from))
+    .context("connecting to redis")?;
+    let bus = RedisBus::start(client, prefix)
+        .await
+        .context("subscribing to redis live channel")?;
+    Ok((
+        Arc::new(bus),
+        Arc::new(RedisReplayGuard::new(conn.clone(), prefix)),
+        Some(conn),
+    ))
 }
 
 /// Load the Lua policies (unless disabled), watch them for changes and reload on SIGHUP.
@@ -302,8 +304,9 @@ fn load_policies(
 pub struct RunningRelay {
     pub addr: SocketAddr,
     pub services: Services,
-    handle: actix_web::dev::ServerHandle,
-    join: tokio::task::JoinHandle<std::io::Result<()>>,
+    server: ServerHandle,
+    /// Plugins' background tasks, aborted when the relay stops.
+    background: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl RunningRelay {
@@ -312,17 +315,20 @@ impl RunningRelay {
         self.services.relay_keys.pubkey()
     }
 
-    /// Run until the server stops (SIGINT/SIGTERM), then finish queued writes.
+    /// Run until the server stops (SIGINT/SIGTERM), then stop plugin tasks and finish
+    /// queued writes.
     pub async fn wait(self) -> anyhow::Result<()> {
-        let result = self.join.await;
+        let result = self.server.stopped().await;
+        for task in &self.background {
+            task.abort();
+        }
         self.services.store.shutdown().await;
-        result.context("server task")?.context("server")?;
-        Ok(())
+        result
     }
 
     /// Stop gracefully: stop accepting, finish in-flight requests and queued writes.
     pub async fn stop(self) -> anyhow::Result<()> {
-        self.handle.stop(true).await;
+        self.server.stop().await;
         self.wait().await
     }
 }

@@ -1,7 +1,6 @@
 //! Channels, membership, moderation and access on every read path — on both backends.
 
-#[path = "backends.rs"]
-mod backends;
+use buzz_core::both_backends;
 
 use buzz_core::config::CommunitySettings;
 use buzz_core::event::Event;

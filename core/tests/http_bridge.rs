@@ -1,8 +1,7 @@
 //! The HTTP bridge (`POST /query`, `POST /events`), NIP-98, NIP-11, and the `Host` →
 //! community mapping, over real HTTP and WebSocket clients.
 
-#[path = "backends.rs"]
-mod backends;
+use buzz_core::both_backends;
 
 use base64::Engine;
 use buzz_core::auth::nip98::authorization_header;

@@ -1,8 +1,7 @@
 //! One database, one relay identity: a relay whose key differs from the one recorded by
 //! the first relay to open the database refuses to start, on both backends.
 
-#[path = "backends.rs"]
-mod backends;
+use buzz_core::both_backends;
 
 use buzz_core::keys::Keys;
 use buzz_core::relay::RelayBuilder;

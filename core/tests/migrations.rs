@@ -1,7 +1,6 @@
 //! Migrations: applied at start with auto_migrate, refused (and named) without it.
 
-#[path = "backends.rs"]
-mod backends;
+use buzz_core::both_backends;
 
 use buzz_core::store::Store;
 use buzz_core::testkit::{pg_admin_url, PgDatabase, TestBackend};
@@ -23,7 +22,7 @@ async fn pending_migrations_block_start_without_auto_migrate(backend: TestBacken
             (db.url.clone(), Some(db))
         }
     };
-    let err = match Store::open(&url, 2, false).await {
+    let err = match Store::open(&url, 2, false, &[]).await {
         Ok(_) => panic!("a database with pending migrations must not open without auto_migrate"),
         Err(err) => err.to_string(),
     };
@@ -35,7 +34,7 @@ async fn pending_migrations_block_start_without_auto_migrate(backend: TestBacken
     let status = tokio::task::spawn_blocking({
         let url = url.clone();
         move || {
-            let m = Store::migrations(&url).expect("connect");
+            let m = Store::migrations(&url, &[]).expect("connect");
             let before = m.status().expect("status");
             let applied = m.run_pending().expect("migrate");
             (before, applied, m.status().expect("status"))
@@ -48,7 +47,7 @@ async fn pending_migrations_block_start_without_auto_migrate(backend: TestBacken
     assert_eq!(applied.len(), before.pending.len());
     assert!(after.pending.is_empty());
 
-    let store = Store::open(&url, 2, false)
+    let store = Store::open(&url, 2, false, &[])
         .await
         .expect("opens once migrated");
     store.shutdown().await;

@@ -1,7 +1,6 @@
 //! NIP-01 behaviour over the real wire, on SQLite and PostgreSQL.
 
-#[path = "backends.rs"]
-mod backends;
+use buzz_core::both_backends;
 
 use buzz_core::keys::Keys;
 use buzz_core::testkit::{now, tag, TestBackend, TestRelay};

@@ -298,7 +298,8 @@ async fn concurrent_member_changes_keep_group_state_complete() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unreachable_redis_refuses_to_start() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut settings = Settings::load_from(None, &HashMap::new()).expect("default settings");
+    let mut settings =
+        Settings::load_from(None, &HashMap::new(), &Default::default()).expect("default settings");
     settings.server.bind = "127.0.0.1:0".into();
     settings.storage.database_url = format!("sqlite://{}", dir.path().join("buzz.db").display());
     settings.relay.data_dir = dir.path().to_path_buf();

@@ -1,7 +1,6 @@
 //! Thread metadata at ingest (NIP-CW "Top-level Classification"), on both backends.
 
-#[path = "backends.rs"]
-mod backends;
+use buzz_core::both_backends;
 
 use buzz_core::event::Event;
 use buzz_core::keys::Keys;

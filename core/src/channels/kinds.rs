@@ -26,6 +26,8 @@ pub const TIMEOUT: u32 = 9_044;
 pub const GROUP_METADATA: u32 = 39_000;
 pub const GROUP_ADMINS: u32 = 39_001;
 pub const GROUP_MEMBERS: u32 = 39_002;
+/// All of the relay-signed group state: clients may never publish these kinds.
+pub const GROUP_STATE: [u32; 3] = [GROUP_METADATA, GROUP_ADMINS, GROUP_MEMBERS];
 
 /// Channel administration kinds (all carry exactly one `h`).
 pub const CHANNEL_ADMIN: [u32; 8] = [
@@ -48,6 +50,12 @@ pub const COMMUNITY_ADMIN: [u32; 5] = [
 ];
 
 /// Kinds that must carry exactly one `h` tag.
+/// A conversation message: it gets thread metadata, counts in reply counts and is what
+/// chat clients show. Plugins use this to tell chat from their own kinds.
+pub fn is_conversation(kind: u32) -> bool {
+    CONVERSATION.contains(&kind)
+}
+
 pub fn requires_channel(kind: u32) -> bool {
     CONVERSATION.contains(&kind) || TARGETING.contains(&kind) || CHANNEL_ADMIN.contains(&kind)
 }

@@ -18,7 +18,7 @@ pub(super) async fn query(
 ) -> HttpResponse {
     match run_query(&req, payload, &state).await {
         Ok(resp) => resp,
-        Err(reason) => reason.http_response(),
+        Err(reason) => super::error::error_response(&reason),
     }
 }
 
@@ -52,7 +52,7 @@ pub(super) async fn events(
 ) -> HttpResponse {
     match run_event(&req, payload, &state).await {
         Ok(resp) => resp,
-        Err(reason) => reason.http_response(),
+        Err(reason) => super::error::error_response(&reason),
     }
 }
 
@@ -80,7 +80,7 @@ async fn run_event(
         }
         Err(reason) => {
             let message = reason.wire_text();
-            return Ok(HttpResponse::build(reason.http_status())
+            return Ok(HttpResponse::build(super::error::status(&reason))
                 .json(json!({"id": id, "accepted": false, "message": message, "error": message})));
         }
     };

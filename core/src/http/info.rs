@@ -42,7 +42,7 @@ pub(super) fn document(state: &AppState, ctx: &RequestCtx) -> Value {
         json!(state.plugins.iter().map(|p| p.name()).collect::<Vec<_>>()),
     );
     for plugin in state.plugins.iter() {
-        plugin.nip11(&mut doc);
+        plugin.extend_nip11(&mut doc);
     }
     Value::Object(doc)
 }
@@ -56,6 +56,6 @@ pub(super) async fn nip11(req: HttpRequest, state: web::Data<AppState>) -> HttpR
             .insert_header(("Access-Control-Allow-Headers", "*"))
             .insert_header(("Access-Control-Allow-Methods", "GET, POST, OPTIONS"))
             .json(document(&state, &ctx)),
-        Err(reason) => reason.http_response(),
+        Err(reason) => super::error::error_response(&reason),
     }
 }

@@ -1,13 +1,19 @@
-//! The HTTP surface (actix-web): routes, the request context extractor, and server
-//! assembly. **Architecture invariant:** only `http` touches actix types for requests
-//! (plugins mount their own routes through [`crate::plugin::Plugin::routes`]).
+//! The HTTP surface (actix-web): routes, the request context extractor, plugin route
+//! mounting and server assembly. **Architecture invariant:** only `http` touches actix;
+//! plugins declare routes as plain data ([`crate::plugin::Route`]) and `plugin_routes.rs`
+//! mounts them.
 
 mod bridge;
+mod error;
 mod info;
+mod plugin_routes;
+mod server;
 mod state;
 mod ws;
 
-pub use state::{read_body, AppState, RequestCtx};
+pub(crate) use server::start;
+pub use server::ServerHandle;
+pub(crate) use state::{AppState, RequestCtx};
 
 use actix_web::web;
 
@@ -44,6 +50,6 @@ async fn root(
                 "{} — a Nostr relay for team chat. Connect a Nostr client to ws://{}/\n",
                 ctx.conn.community.name, ctx.conn.host_header
             )),
-        Err(reason) => reason.http_response(),
+        Err(reason) => error::error_response(&reason),
     }
 }

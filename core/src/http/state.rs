@@ -13,7 +13,7 @@ use futures_util::StreamExt;
 use std::sync::Arc;
 
 /// Everything request handlers need; one per relay, shared by all workers.
-pub struct AppState {
+pub(crate) struct AppState {
     pub services: Services,
     pub plugins: Arc<[Arc<dyn Plugin>]>,
     pub ingest: Ingest,
@@ -23,13 +23,13 @@ pub struct AppState {
 }
 
 /// The community and caller of one HTTP request.
-pub struct RequestCtx {
+pub(crate) struct RequestCtx {
     pub conn: ConnCtx,
 }
 
 impl RequestCtx {
     /// Select the community from the `Host` header; an unknown host is a generic 404.
-    pub fn resolve(req: &HttpRequest, state: &AppState) -> Result<RequestCtx, Reason> {
+    pub(crate) fn resolve(req: &HttpRequest, state: &AppState) -> Result<RequestCtx, Reason> {
         let host = req
             .headers()
             .get("host")
@@ -55,7 +55,7 @@ impl RequestCtx {
     }
 
     /// The URL NIP-98's `u` tag must name for this request.
-    pub fn expected_url(&self, req: &HttpRequest, state: &AppState) -> String {
+    pub(crate) fn expected_url(&self, req: &HttpRequest, state: &AppState) -> String {
         let path_and_query = req
             .uri()
             .path_and_query()
@@ -68,7 +68,7 @@ impl RequestCtx {
     }
 
     /// Resolve the community and verify the request's NIP-98 authorization for `body`.
-    pub async fn authenticate(
+    pub(crate) async fn authenticate(
         req: &HttpRequest,
         state: &AppState,
         body: &[u8],
@@ -91,7 +91,10 @@ impl RequestCtx {
 }
 
 /// Read a request body, refusing more than `limit` bytes with 413.
-pub async fn read_body(mut payload: web::Payload, limit: usize) -> Result<web::Bytes, Reason> {
+pub(crate) async fn read_body(
+    mut payload: web::Payload,
+    limit: usize,
+) -> Result<web::Bytes, Reason> {
     let mut body = web::BytesMut::new();
     while let Some(chunk) = payload.next().await {
         let chunk = chunk.map_err(|e| Reason::invalid(format!("reading request body: {e}")))?;

@@ -26,7 +26,7 @@ pub use events::{
     DeletedRow, InsertOutcome,
 };
 pub use identity::recorded_identity;
-pub use migrate::{MigrationStatus, Migrations};
+pub use migrate::{MigrationId, MigrationSet, MigrationStatus, Migrations};
 pub use query::{query_events, row_to_event, ChannelScope, EventRow, Scope};
 pub use stats::{community_stats, CommunityStats};
 
@@ -115,18 +115,32 @@ struct Inner {
 }
 
 impl Store {
-    /// Open the database at `url`. Migrations are applied when `auto_migrate` is set;
-    /// otherwise pending migrations make this fail, naming them.
-    pub async fn open(url: &str, pool_size: u32, auto_migrate: bool) -> Result<Store, StoreError> {
+    /// Open the database at `url`. Migrations (core's and `plugin_sets`) are applied
+    /// when `auto_migrate` is set; otherwise pending migrations make this fail, naming
+    /// them.
+    pub async fn open(
+        url: &str,
+        pool_size: u32,
+        auto_migrate: bool,
+        plugin_sets: &[MigrationSet],
+    ) -> Result<Store, StoreError> {
         let url = url.to_owned();
-        tokio::task::spawn_blocking(move || Self::open_blocking(&url, pool_size, auto_migrate))
-            .await
-            .map_err(|e| StoreError::Join(e.to_string()))?
+        let sets = plugin_sets.to_vec();
+        tokio::task::spawn_blocking(move || {
+            Self::open_blocking(&url, pool_size, auto_migrate, &sets)
+        })
+        .await
+        .map_err(|e| StoreError::Join(e.to_string()))?
     }
 
-    fn open_blocking(url: &str, pool_size: u32, auto_migrate: bool) -> Result<Store, StoreError> {
+    fn open_blocking(
+        url: &str,
+        pool_size: u32,
+        auto_migrate: bool,
+        plugin_sets: &[MigrationSet],
+    ) -> Result<Store, StoreError> {
         let pool = Pool::connect(url, pool_size)?;
-        let migrations = Migrations::new(pool.clone());
+        let migrations = Migrations::new(pool.clone(), plugin_sets);
         if auto_migrate {
             migrations.run_pending()?;
         } else {
@@ -134,7 +148,12 @@ impl Store {
             if !status.pending.is_empty() {
                 return Err(StoreError::Migration(format!(
                     "pending migrations and storage.auto_migrate is false: {} (run `buzz-relay migrate`)",
-                    status.pending.join(", ")
+                    status
+                        .pending
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 )));
             }
         }
@@ -148,9 +167,10 @@ impl Store {
         })
     }
 
-    /// Migration status and runner for `url` without opening a full store.
-    pub fn migrations(url: &str) -> Result<Migrations, StoreError> {
-        Ok(Migrations::new(Pool::connect(url, 1)?))
+    /// Migration status and runner for `url` (core's and `plugin_sets`) without opening
+    /// a full store.
+    pub fn migrations(url: &str, plugin_sets: &[MigrationSet]) -> Result<Migrations, StoreError> {
+        Ok(Migrations::new(Pool::connect(url, 1)?, plugin_sets))
     }
 
     pub fn backend(&self) -> Backend {
@@ -228,7 +248,7 @@ mod tests {
 
         let reason = Reason::from(StoreError::Db(err));
         assert!(matches!(reason, Reason::Unavailable(_)), "{reason:?}");
-        assert_eq!(reason.http_status().as_u16(), 503);
+        assert_eq!(reason.http_status(), 503);
         assert_eq!(
             reason.wire_text(),
             "error: database timeout; retry with backoff"
@@ -240,6 +260,6 @@ mod tests {
         let err = diesel::result::Error::DeserializationError("bad column".into());
         let reason = Reason::from(StoreError::Db(err));
         assert!(matches!(reason, Reason::Internal(_)), "{reason:?}");
-        assert_eq!(reason.http_status().as_u16(), 500);
+        assert_eq!(reason.http_status(), 500);
     }
 }

@@ -2,6 +2,7 @@
 
 use super::PgDatabase;
 use crate::config::Settings;
+use crate::plugin::PluginCatalog;
 use anyhow::Context;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -48,7 +49,8 @@ impl BenchStorage {
                 (url.to_owned(), "sqlite")
             }
         };
-        let mut settings = Settings::load_from(None, &HashMap::new())?;
+        // Plugin sections are completed by the catalog the benchmark starts its relay with.
+        let mut settings = Settings::load_from(None, &HashMap::new(), &PluginCatalog::new())?;
         settings.server.bind = "127.0.0.1:0".into();
         settings.storage.database_url = url;
         settings.relay.data_dir = data_dir;

@@ -1,6 +1,6 @@
 use super::{pg_admin_url, PgDatabase};
 use crate::config::Settings;
-use crate::plugin::PluginFactory;
+use crate::plugin::{PluginCatalog, PluginEntry};
 use crate::relay::{RelayBuilder, RunningRelay};
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -17,7 +17,7 @@ pub struct TestRelay {
     relay: Option<RunningRelay>,
     pub addr: SocketAddr,
     pub settings: Settings,
-    factories: Vec<(&'static str, PluginFactory)>,
+    catalog: PluginCatalog,
     _dir: tempfile::TempDir,
     _pg: Option<PgDatabase>,
 }
@@ -29,13 +29,17 @@ impl TestRelay {
         Self::start_with(backend, test, |_| {}, Vec::new()).await
     }
 
-    /// Start with settings adjusted by `tweak` and these plugins available.
+    /// Start with settings adjusted by `tweak` and these plugins built (each enabled or
+    /// not by its own default, unless `tweak` says otherwise).
     pub async fn start_with(
         backend: TestBackend,
         test: &str,
         tweak: impl FnOnce(&mut Settings),
-        factories: Vec<(&'static str, PluginFactory)>,
+        plugins: Vec<PluginEntry>,
     ) -> Option<TestRelay> {
+        let catalog = plugins
+            .into_iter()
+            .fold(PluginCatalog::new(), PluginCatalog::with);
         let dir = tempfile::tempdir().expect("temp dir");
         let (url, pg) = match backend {
             TestBackend::Sqlite => (
@@ -48,7 +52,8 @@ impl TestRelay {
                 (db.url.clone(), Some(db))
             }
         };
-        let mut settings = Settings::load_from(None, &HashMap::new()).expect("default settings");
+        let mut settings =
+            Settings::load_from(None, &HashMap::new(), &catalog).expect("default settings");
         settings.server.bind = "127.0.0.1:0".into();
         settings.server.workers = 2;
         settings.server.shutdown_timeout_secs = 1;
@@ -63,7 +68,7 @@ impl TestRelay {
             relay: None,
             addr: "127.0.0.1:0".parse().expect("addr"),
             settings,
-            factories,
+            catalog,
             _dir: dir,
             _pg: pg,
         };
@@ -72,11 +77,12 @@ impl TestRelay {
     }
 
     async fn boot(&mut self) {
-        let mut builder = RelayBuilder::new(self.settings.clone()).without_signal_handlers();
-        for (name, factory) in &self.factories {
-            builder = builder.plugin(name, *factory);
-        }
-        let running = builder.start().await.expect("relay starts");
+        let running = RelayBuilder::new(self.settings.clone())
+            .catalog(self.catalog.clone())
+            .without_signal_handlers()
+            .start()
+            .await
+            .expect("relay starts");
         self.addr = running.addr;
         self.relay = Some(running);
     }

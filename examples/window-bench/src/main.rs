@@ -94,7 +94,9 @@ async fn main() -> anyhow::Result<()> {
     let settings = storage.settings.clone();
     let relay = RelayBuilder::new(settings)
         .without_signal_handlers()
-        .plugin(buzz_channel_windows::NAME, buzz_channel_windows::factory)
+        .plugin(buzz_core::plugin::PluginEntry::of::<
+            buzz_channel_windows::ChannelWindowsPlugin,
+        >())
         .start()
         .await
         .context("starting the relay")?;

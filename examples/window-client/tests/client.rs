@@ -17,7 +17,9 @@ async fn pages_a_channel_and_a_thread_over_both_transports() {
         TestBackend::Sqlite,
         "window_client::pages",
         |_| {},
-        vec![(buzz_channel_windows::NAME, buzz_channel_windows::factory)],
+        vec![buzz_core::plugin::PluginEntry::of::<
+            buzz_channel_windows::ChannelWindowsPlugin,
+        >()],
     )
     .await
     .expect("SQLite is always available");

@@ -29,14 +29,17 @@
 //! - `readers.rs` — what the reader may read, as the access service decided it.
 //! - `cursor.rs` — the composite `(created_at, id)` cursor.
 //!
-//! Configuration: `[plugins.channel_windows] enabled = true` (no other options). A
+//! Configuration: `[plugins.channel_windows]` — `enabled` (default true) and the
+//! per-query thread-window budgets ([`Config`]; defaults in `config.example.toml`). A
 //! disabled plugin claims nothing, so core serves these filters as plain NIP-01 filters,
-//! and NIP-11 has no `channel_windows` field.
+//! and NIP-11 has no `channel_windows` field. Its overlay kinds (39005–39007) are
+//! reserved: clients may never publish them.
 
 mod aux;
 pub mod binding;
 mod budget;
 mod channel_mode;
+mod config;
 mod cursor;
 mod legacy;
 mod overlays;
@@ -50,12 +53,9 @@ mod summary;
 mod thread_mode;
 
 pub use budget::ThreadBudgets;
+pub use config::{ChannelWindowsPlugin, Config};
 pub use cursor::Cursor;
 pub use plugin::{AccessRefreshHook, ChannelWindows};
-
-use buzz_core::config::PluginSection;
-use buzz_core::plugin::{Plugin, Services};
-use std::sync::Arc;
 
 /// The config name: `[plugins.channel_windows]`.
 pub const NAME: &str = "channel_windows";
@@ -64,16 +64,3 @@ pub const NAME: &str = "channel_windows";
 pub const SUMMARY_KIND: u32 = 39_005;
 pub const CHANNEL_BOUNDS_KIND: u32 = 39_006;
 pub const THREAD_BOUNDS_KIND: u32 = 39_007;
-
-/// Build the plugin from its `[plugins.channel_windows]` section; matches
-/// [`buzz_core::plugin::PluginFactory`], so the binary registers it as
-/// `RelayBuilder::new(settings).plugin(NAME, buzz_channel_windows::factory)`.
-pub fn factory(section: &PluginSection, services: &Services) -> anyhow::Result<Arc<dyn Plugin>> {
-    if let Some(key) = section.options.keys().next() {
-        anyhow::bail!("plugins.{NAME} has no option {key:?} (only `enabled`)");
-    }
-    Ok(Arc::new(ChannelWindows::new(
-        services,
-        ThreadBudgets::default(),
-    )))
-}

@@ -53,7 +53,7 @@ impl Plugin for ChannelWindows {
     }
 
     /// `"channel_windows"`: which transports serve each mode, and the documented limits.
-    fn nip11(&self, doc: &mut Map<String, Value>) {
+    fn extend_nip11(&self, doc: &mut Map<String, Value>) {
         let both = json!(["http", "websocket"]);
         let b = &self.budgets;
         doc.insert(
@@ -105,7 +105,11 @@ impl Plugin for ChannelWindows {
 
     /// Every claimed filter of one query, answered in filter order. Any error fails the
     /// whole answer: no partial page is ever released.
-    async fn answer(&self, ctx: &ConnCtx, filters: Vec<Filter>) -> Result<QueryAnswer, Reason> {
+    async fn answer_claimed(
+        &self,
+        ctx: &ConnCtx,
+        filters: Vec<Filter>,
+    ) -> Result<QueryAnswer, Reason> {
         let requests = request::parse_batch(&filters)?;
         if ctx.pubkey.is_none() {
             return Err(Reason::AuthRequired(

@@ -1,7 +1,6 @@
 //! Channel mode (`top_level: true`) over the wire, on both backends.
 
-#[path = "backends.rs"]
-mod backends;
+use buzz_core::both_backends;
 mod common;
 
 use buzz_core::event::Event;

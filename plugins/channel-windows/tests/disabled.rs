@@ -1,13 +1,13 @@
 //! A disabled plugin leaves no trace: its filters are plain NIP-01 filters and NIP-11
-//! does not mention it (DESIGN.md "A disabled plugin ... is absent from NIP-11").
+//! does not mention it — but its reserved kinds stay refused.
 
-#[path = "backends.rs"]
-mod backends;
+use buzz_core::both_backends;
 mod common;
 
-use buzz_channel_windows::{factory, NAME};
+use buzz_channel_windows::{ChannelWindowsPlugin, NAME};
 use buzz_core::config::Settings;
-use buzz_core::testkit::{now, TestBackend, TestRelay};
+use buzz_core::plugin::PluginEntry;
+use buzz_core::testkit::{now, tag, TestBackend, TestRelay};
 use common::*;
 use serde_json::{json, Value};
 
@@ -28,10 +28,16 @@ async fn nip11(relay: &TestRelay) -> Value {
 async fn disabled_plugin_serves_plain_filters(backend: TestBackend, name: &str) {
     let disable = |s: &mut Settings| {
         if let Some(section) = s.plugins.get_mut(NAME) {
-            section.enabled = false;
+            section.enabled = Some(false);
         }
     };
-    let Some(relay) = TestRelay::start_with(backend, name, disable, vec![(NAME, factory)]).await
+    let Some(relay) = TestRelay::start_with(
+        backend,
+        name,
+        disable,
+        vec![PluginEntry::of::<ChannelWindowsPlugin>()],
+    )
+    .await
     else {
         return;
     };
@@ -41,6 +47,18 @@ async fn disabled_plugin_serves_plain_filters(backend: TestBackend, name: &str) 
     let root = alice.post(&ch, "root", t).await;
     let reply = alice.post_reply(&ch, &root, t + 1).await;
     let both = ids(&[reply.clone(), root.clone()]);
+
+    // Its overlay kinds stay reserved while it is off: enabling it later must never find
+    // client forgeries stored under them.
+    for kind in [39_005, 39_006, 39_007] {
+        let forged = alice.keys.sign(kind, vec![tag(&["d", &ch])], "forged", t);
+        let (ok, message) = alice.ws.publish(&forged).await;
+        assert!(
+            !ok && message.starts_with("invalid:"),
+            "kind {kind}: {message}"
+        );
+        assert_eq!(relay.stored_rows(&forged.id).await, 0);
+    }
     let filters = [
         (
             json!({"top_level": true, "#h": [ch], "kinds": [9], "include_summaries": true,

@@ -1,7 +1,6 @@
 //! The legacy oldest-first thread path (`#e` + `depth_limit`), on both backends.
 
-#[path = "backends.rs"]
-mod backends;
+use buzz_core::both_backends;
 mod common;
 
 use buzz_core::event::Event;

@@ -1,8 +1,7 @@
 //! `resolve_thread_roots`: summaries of owning roots from retained metadata, on both
 //! backends.
 
-#[path = "backends.rs"]
-mod backends;
+use buzz_core::both_backends;
 mod common;
 
 use buzz_core::event::Event;

@@ -2,20 +2,19 @@
 //! partial output), access revoked while the batch is built (503), malformed stored aux
 //! data (500).
 
-#[path = "backends.rs"]
-mod backends;
+use buzz_core::both_backends;
 mod common;
 
-use buzz_channel_windows::{AccessRefreshHook, ChannelWindows, ThreadBudgets};
-use buzz_core::config::PluginSection;
+use buzz_channel_windows::{
+    AccessRefreshHook, ChannelWindows, ChannelWindowsPlugin, ThreadBudgets,
+};
 use buzz_core::ctx::ConnCtx;
 use buzz_core::event::Event;
-use buzz_core::plugin::{Plugin, Services};
+use buzz_core::plugin::{Plugin, PluginEntry, PluginManifest, Services};
 use buzz_core::testkit::{now, TestBackend, TestRelay};
 use common::*;
 use serde_json::{json, Value};
 use std::sync::Arc;
-use std::time::Duration;
 
 both_backends!(
     exhausted_budgets_answer_nothing,
@@ -23,70 +22,17 @@ both_backends!(
     malformed_stored_aux_is_an_internal_error,
 );
 
-fn with_budgets(services: &Services, budgets: ThreadBudgets) -> anyhow::Result<Arc<dyn Plugin>> {
-    Ok(Arc::new(ChannelWindows::new(services, budgets)))
-}
-
-fn few_rows(_: &PluginSection, services: &Services) -> anyhow::Result<Arc<dyn Plugin>> {
-    with_budgets(
-        services,
-        ThreadBudgets {
-            raw_rows: 5,
-            ..ThreadBudgets::default()
-        },
-    )
-}
-
-fn one_scan(_: &PluginSection, services: &Services) -> anyhow::Result<Arc<dyn Plugin>> {
-    with_budgets(
-        services,
-        ThreadBudgets {
-            aux_scans: 1,
-            ..ThreadBudgets::default()
-        },
-    )
-}
-
-fn small_payload(_: &PluginSection, services: &Services) -> anyhow::Result<Arc<dyn Plugin>> {
-    with_budgets(
-        services,
-        ThreadBudgets {
-            payload_bytes: 1_000,
-            ..ThreadBudgets::default()
-        },
-    )
-}
-
-fn small_output(_: &PluginSection, services: &Services) -> anyhow::Result<Arc<dyn Plugin>> {
-    with_budgets(
-        services,
-        ThreadBudgets {
-            output_bytes: 1_000,
-            ..ThreadBudgets::default()
-        },
-    )
-}
-
-fn no_time(_: &PluginSection, services: &Services) -> anyhow::Result<Arc<dyn Plugin>> {
-    with_budgets(
-        services,
-        ThreadBudgets {
-            deadline: Duration::ZERO,
-            ..ThreadBudgets::default()
-        },
-    )
-}
-
-/// A relay with `build`, a channel and a root with `replies` 300-byte replies (and a
-/// reaction on the root when `reaction`).
+/// A relay with the thread budgets `budgets` (config options), a channel and a root with
+/// `replies` 300-byte replies (and a reaction on the root when `reaction`).
 async fn budget_relay(
     backend: TestBackend,
     name: &str,
-    build: buzz_core::plugin::PluginFactory,
+    budgets: Value,
     replies: usize,
     reaction: bool,
 ) -> Option<(TestRelay, User, String, Event)> {
-    let relay = relay_with(backend, name, build).await?;
+    let plugin = PluginEntry::of::<ChannelWindowsPlugin>();
+    let relay = relay_with(backend, name, plugin, budgets).await?;
     let mut alice = User::new(&relay).await;
     let ch = alice.create_channel(false).await;
     let t = now() - 100;
@@ -121,7 +67,8 @@ async fn unavailable(relay: &TestRelay, user: &mut User, filters: Vec<Value>) {
 
 async fn exhausted_budgets_answer_nothing(backend: TestBackend, name: &str) {
     // Raw rows (probe included), shared across the windows of one query.
-    let Some((relay, mut alice, ch, root)) = budget_relay(backend, name, few_rows, 6, false).await
+    let Some((relay, mut alice, ch, root)) =
+        budget_relay(backend, name, json!({"thread_raw_rows": 5}), 6, false).await
     else {
         return;
     };
@@ -155,9 +102,10 @@ async fn exhausted_budgets_answer_nothing(backend: TestBackend, name: &str) {
     relay.stop().await;
 
     // Aux scans: hop 1 finds the reaction, so hop 2 would be a second scan.
-    let (relay, mut alice, ch, root) = budget_relay(backend, name, one_scan, 1, true)
-        .await
-        .expect("backend available");
+    let (relay, mut alice, ch, root) =
+        budget_relay(backend, name, json!({"thread_aux_scans": 1}), 1, true)
+            .await
+            .expect("backend available");
     let mut filter = thread(&ch, &root.id, 5, None);
     assert_eq!(alice.query(&relay, vec![filter.clone()]).await.len(), 2);
     filter["include_aux"] = json!(true);
@@ -165,9 +113,15 @@ async fn exhausted_budgets_answer_nothing(backend: TestBackend, name: &str) {
     relay.stop().await;
 
     // Payload bytes (content plus serialized tags), charged before reconstruction.
-    let (relay, mut alice, ch, root) = budget_relay(backend, name, small_payload, 4, false)
-        .await
-        .expect("backend available");
+    let (relay, mut alice, ch, root) = budget_relay(
+        backend,
+        name,
+        json!({"thread_payload_bytes": 1_000}),
+        4,
+        false,
+    )
+    .await
+    .expect("backend available");
     assert_eq!(
         alice
             .query(&relay, vec![thread(&ch, &root.id, 1, None)])
@@ -179,9 +133,15 @@ async fn exhausted_budgets_answer_nothing(backend: TestBackend, name: &str) {
     relay.stop().await;
 
     // Output bytes: an empty page (bounds only) fits, a page with a reply does not.
-    let (relay, mut alice, ch, root) = budget_relay(backend, name, small_output, 2, false)
-        .await
-        .expect("backend available");
+    let (relay, mut alice, ch, root) = budget_relay(
+        backend,
+        name,
+        json!({"thread_output_bytes": 1_000}),
+        2,
+        false,
+    )
+    .await
+    .expect("backend available");
     let past = (0, "0".repeat(64));
     let empty = alice
         .query(&relay, vec![thread(&ch, &root.id, 5, Some(&past))])
@@ -191,9 +151,10 @@ async fn exhausted_budgets_answer_nothing(backend: TestBackend, name: &str) {
     relay.stop().await;
 
     // The deadline.
-    let (relay, mut alice, ch, root) = budget_relay(backend, name, no_time, 1, false)
-        .await
-        .expect("backend available");
+    let (relay, mut alice, ch, root) =
+        budget_relay(backend, name, json!({"thread_deadline_ms": 0}), 1, false)
+            .await
+            .expect("backend available");
     unavailable(&relay, &mut alice, vec![thread(&ch, &root.id, 5, None)]).await;
     // Channel windows are not thread windows: no thread budget applies to them.
     assert_eq!(
@@ -203,8 +164,21 @@ async fn exhausted_budgets_answer_nothing(backend: TestBackend, name: &str) {
     relay.stop().await;
 }
 
-/// Removes the reader from every channel between build and access refresh.
-fn revoking(_: &PluginSection, services: &Services) -> anyhow::Result<Arc<dyn Plugin>> {
+/// `channel_windows` with the test seam installed: it removes the reader from every
+/// channel between build and access refresh.
+struct Revoking;
+
+impl PluginManifest for Revoking {
+    const NAME: &'static str = buzz_channel_windows::NAME;
+    const ENABLED_BY_DEFAULT: bool = true;
+    type Config = buzz_channel_windows::Config;
+
+    fn build(config: Self::Config, services: &Services) -> anyhow::Result<Arc<dyn Plugin>> {
+        revoking(config.budgets(), services)
+    }
+}
+
+fn revoking(budgets: ThreadBudgets, services: &Services) -> anyhow::Result<Arc<dyn Plugin>> {
     let store = services.store.clone();
     let access = services.access.clone();
     let hook: AccessRefreshHook = Arc::new(move |ctx: &ConnCtx| {
@@ -229,12 +203,13 @@ fn revoking(_: &PluginSection, services: &Services) -> anyhow::Result<Arc<dyn Pl
         })
     });
     Ok(Arc::new(
-        ChannelWindows::new(services, ThreadBudgets::default()).with_before_access_refresh(hook),
+        ChannelWindows::new(services, budgets).with_before_access_refresh(hook),
     ))
 }
 
 async fn access_revoked_mid_request_is_unavailable(backend: TestBackend, name: &str) {
-    let Some(relay) = relay_with(backend, name, revoking).await else {
+    let Some(relay) = relay_with(backend, name, PluginEntry::of::<Revoking>(), json!({})).await
+    else {
         return;
     };
     let mut alice = User::new(&relay).await;

@@ -37,7 +37,7 @@ pub(super) async fn upgrade(
 ) -> HttpResponse {
     let mut ctx = match RequestCtx::resolve(&req, &state) {
         Ok(ctx) => ctx.conn,
-        Err(reason) => return reason.http_response(),
+        Err(reason) => return super::error::error_response(&reason),
     };
     ctx.transport = Transport::WebSocket;
     let (response, session, stream) = match actix_ws::handle(&req, body) {

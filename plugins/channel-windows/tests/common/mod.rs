@@ -4,26 +4,39 @@
 
 #![allow(dead_code)] // each suite uses its own subset
 
-use buzz_channel_windows::{factory, NAME};
+use buzz_channel_windows::{ChannelWindowsPlugin, NAME};
 use buzz_core::config::Settings;
 use buzz_core::event::{verify_signature, Event};
 use buzz_core::keys::Keys;
-use buzz_core::plugin::PluginFactory;
+use buzz_core::plugin::PluginEntry;
 use buzz_core::testkit::{now, tag, TestBackend, TestRelay, WsClient};
 use serde_json::{json, Value};
 
-/// A relay with `channel_windows` enabled (the default config enables it).
+/// A relay with `channel_windows` enabled (its default).
 pub(crate) async fn relay(backend: TestBackend, name: &str) -> Option<TestRelay> {
-    relay_with(backend, name, factory).await
+    relay_with(
+        backend,
+        name,
+        PluginEntry::of::<ChannelWindowsPlugin>(),
+        json!({}),
+    )
+    .await
 }
 
-/// A relay whose `channel_windows` plugin is built by `build` (e.g. small budgets).
+/// A relay with `plugin` registered as `channel_windows` and these section options
+/// (e.g. small budgets).
 pub(crate) async fn relay_with(
     backend: TestBackend,
     name: &str,
-    build: PluginFactory,
+    plugin: PluginEntry,
+    options: Value,
 ) -> Option<TestRelay> {
-    TestRelay::start_with(backend, name, |_: &mut Settings| {}, vec![(NAME, build)]).await
+    let tweak = move |s: &mut Settings| {
+        if let (Some(section), Value::Object(options)) = (s.plugins.get_mut(NAME), options) {
+            section.options.extend(options);
+        }
+    };
+    TestRelay::start_with(backend, name, tweak, vec![plugin]).await
 }
 
 /// A fresh subscription id, so earlier subscriptions' live events never mix in.

@@ -1,0 +1,258 @@
+//! What a plugin crate declares about itself, read before anything starts: its name, its
+//! config section (type, defaults, validation, environment aliases), the kinds it
+//! reserves, its tables and the status data it offers to `buzz-admin`.
+//!
+//! A plugin crate implements [`PluginManifest`] on a marker type; the binary lists
+//! [`PluginEntry::of`] of each built plugin in one [`PluginCatalog`]. Core reads every
+//! plugin only through the catalog, so it never names one.
+
+use super::admin::AdminPanel;
+use super::{Plugin, Services};
+use crate::config::PluginSection;
+use crate::error::Reason;
+use crate::store::{Conn, MigrationSet};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::{Map, Value};
+use std::sync::Arc;
+
+/// Tables a plugin owns: one embedded migration directory per backend, kept in step
+/// (same names). Apply whether or not the plugin is enabled, so enabling it later needs no
+/// migration step and disabling it loses nothing.
+///
+/// ```ignore
+/// static SQLITE: EmbeddedMigrations = embed_migrations!("migrations/sqlite");
+/// static POSTGRES: EmbeddedMigrations = embed_migrations!("migrations/postgres");
+/// fn migrations() -> Option<PluginMigrations> {
+///     Some(PluginMigrations { sqlite: &SQLITE, postgres: &POSTGRES })
+/// }
+/// ```
+#[derive(Clone, Copy)]
+pub struct PluginMigrations {
+    pub sqlite: &'static diesel_migrations::EmbeddedMigrations,
+    pub postgres: &'static diesel_migrations::EmbeddedMigrations,
+}
+
+/// Everything about a plugin that is known without running it.
+pub trait PluginManifest: 'static {
+    /// The config name: `[plugins.<NAME>]`, NIP-11 field, migration owner.
+    const NAME: &'static str;
+    /// Whether the plugin runs when its section does not say `enabled`.
+    const ENABLED_BY_DEFAULT: bool;
+    /// Environment variables that set a key of this section, as `(VARIABLE, key)`; e.g.
+    /// `("BUZZ_V1_ENABLED", "enabled")`. `BUZZ__PLUGINS__<NAME>__<KEY>` always works too.
+    const ENV_ALIASES: &'static [(&'static str, &'static str)] = &[];
+    /// Kinds only the relay authors for this plugin. Core refuses them from clients on
+    /// every transport whenever the plugin is built (enabled or not), so enabling it later
+    /// never finds client forgeries stored under its kinds.
+    const RESERVED_KINDS: &'static [u32] = &[];
+
+    /// The section's keys besides `enabled`. Use `#[serde(default, deny_unknown_fields)]`:
+    /// `Default` is the documented default, and an unknown key refuses to start, naming
+    /// the keys accepted.
+    type Config: DeserializeOwned + Serialize + Default + Send + Sync + 'static;
+
+    /// Checks serde cannot express (ranges, combinations). Runs before anything is
+    /// created on disk.
+    fn validate(_config: &Self::Config) -> anyhow::Result<()> {
+        Ok(())
+    }
+
+    /// The plugin's tables, if any.
+    fn migrations() -> Option<PluginMigrations> {
+        None
+    }
+
+    /// Status for the admin console, read from the database (plain data, no UI). Runs in
+    /// `buzz-admin`, not in the relay: it sees the config and the database only.
+    fn admin_panel(_config: &Self::Config, _conn: &mut Conn<'_>) -> Result<AdminPanel, Reason> {
+        Ok(AdminPanel::default())
+    }
+
+    /// Build the running plugin (only when enabled).
+    fn build(config: Self::Config, services: &Services) -> anyhow::Result<Arc<dyn Plugin>>;
+}
+
+/// A [`PluginManifest`] with its types erased, so plugins of different config types sit in
+/// one list.
+#[derive(Clone)]
+pub struct PluginEntry {
+    pub name: &'static str,
+    pub enabled_by_default: bool,
+    pub env_aliases: &'static [(&'static str, &'static str)],
+    pub reserved_kinds: &'static [u32],
+    pub migrations: Option<PluginMigrations>,
+    options: fn(&Map<String, Value>) -> anyhow::Result<Map<String, Value>>,
+    build: fn(&Map<String, Value>, &Services) -> anyhow::Result<Arc<dyn Plugin>>,
+    admin_panel: fn(&Map<String, Value>, &mut Conn<'_>) -> Result<AdminPanel, Reason>,
+}
+
+impl PluginEntry {
+    pub fn of<M: PluginManifest>() -> PluginEntry {
+        PluginEntry {
+            name: M::NAME,
+            enabled_by_default: M::ENABLED_BY_DEFAULT,
+            env_aliases: M::ENV_ALIASES,
+            reserved_kinds: M::RESERVED_KINDS,
+            migrations: M::migrations(),
+            options: effective_options::<M>,
+            build: build::<M>,
+            admin_panel: admin_panel::<M>,
+        }
+    }
+
+    /// The section's options with every default filled in, after validation.
+    pub fn effective_options(
+        &self,
+        given: &Map<String, Value>,
+    ) -> anyhow::Result<Map<String, Value>> {
+        (self.options)(given)
+    }
+
+    pub fn build(
+        &self,
+        section: &PluginSection,
+        services: &Services,
+    ) -> anyhow::Result<Arc<dyn Plugin>> {
+        (self.build)(&section.options, services)
+    }
+
+    pub fn admin_panel(
+        &self,
+        section: &PluginSection,
+        conn: &mut Conn<'_>,
+    ) -> Result<AdminPanel, Reason> {
+        (self.admin_panel)(&section.options, conn)
+    }
+
+    /// This plugin's migrations, labelled with its name.
+    pub fn migration_set(&self) -> Option<MigrationSet> {
+        self.migrations.map(|m| MigrationSet {
+            owner: self.name,
+            sqlite: m.sqlite,
+            postgres: m.postgres,
+        })
+    }
+}
+
+fn parse<M: PluginManifest>(options: &Map<String, Value>) -> anyhow::Result<M::Config> {
+    let config: M::Config = serde_json::from_value(Value::Object(options.clone()))
+        .map_err(|e| anyhow::anyhow!("[plugins.{}]: {e}", M::NAME))?;
+    M::validate(&config).map_err(|e| anyhow::anyhow!("[plugins.{}]: {e:#}", M::NAME))?;
+    Ok(config)
+}
+
+fn effective_options<M: PluginManifest>(
+    options: &Map<String, Value>,
+) -> anyhow::Result<Map<String, Value>> {
+    let config = parse::<M>(options)?;
+    match serde_json::to_value(config)? {
+        Value::Object(map) => Ok(map),
+        // A config that serializes to something else has no keys to show.
+        _ => Ok(Map::new()),
+    }
+}
+
+fn build<M: PluginManifest>(
+    options: &Map<String, Value>,
+    services: &Services,
+) -> anyhow::Result<Arc<dyn Plugin>> {
+    M::build(parse::<M>(options)?, services)
+}
+
+fn admin_panel<M: PluginManifest>(
+    options: &Map<String, Value>,
+    conn: &mut Conn<'_>,
+) -> Result<AdminPanel, Reason> {
+    let config = parse::<M>(options).map_err(Reason::Internal)?;
+    M::admin_panel(&config, conn)
+}
+
+/// The plugins built into one binary, in registration order (which is also hook order).
+#[derive(Clone, Default)]
+pub struct PluginCatalog {
+    entries: Vec<PluginEntry>,
+}
+
+impl PluginCatalog {
+    pub fn new() -> PluginCatalog {
+        PluginCatalog::default()
+    }
+
+    /// Add a plugin. Names must be unique.
+    pub fn with(mut self, entry: PluginEntry) -> PluginCatalog {
+        self.entries.retain(|e| e.name != entry.name);
+        self.entries.push(entry);
+        self
+    }
+
+    pub fn entries(&self) -> &[PluginEntry] {
+        &self.entries
+    }
+
+    pub fn get(&self, name: &str) -> Option<&PluginEntry> {
+        self.entries.iter().find(|e| e.name == name)
+    }
+
+    /// `a, b, c`, or `none` — for messages that name what is built.
+    pub fn names(&self) -> String {
+        if self.entries.is_empty() {
+            return "none".to_owned();
+        }
+        self.entries
+            .iter()
+            .map(|e| e.name)
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// Every kind a built plugin reserves for the relay.
+    pub fn reserved_kinds(&self) -> Vec<u32> {
+        self.entries
+            .iter()
+            .flat_map(|e| e.reserved_kinds.iter().copied())
+            .collect()
+    }
+
+    /// Migrations of every built plugin (enabled or not).
+    pub fn migration_sets(&self) -> Vec<MigrationSet> {
+        self.entries
+            .iter()
+            .filter_map(PluginEntry::migration_set)
+            .collect()
+    }
+
+    /// Check `sections` against what is built and complete them: an unknown plugin name or
+    /// a bad section is an error naming what is accepted; a missing section gets the
+    /// plugin's defaults. The result has one section per built plugin, options filled in.
+    pub fn complete(
+        &self,
+        sections: &std::collections::BTreeMap<String, PluginSection>,
+    ) -> anyhow::Result<std::collections::BTreeMap<String, PluginSection>> {
+        for name in sections.keys() {
+            if self.get(name).is_none() {
+                anyhow::bail!(
+                    "[plugins.{name}]: this binary has no plugin {name:?} (built: {})",
+                    self.names()
+                );
+            }
+        }
+        let mut out = std::collections::BTreeMap::new();
+        for entry in &self.entries {
+            let given = sections.get(entry.name);
+            let enabled = given
+                .and_then(|s| s.enabled)
+                .unwrap_or(entry.enabled_by_default);
+            let options =
+                entry.effective_options(given.map(|s| &s.options).unwrap_or(&Map::new()))?;
+            out.insert(
+                entry.name.to_owned(),
+                PluginSection {
+                    enabled: Some(enabled),
+                    options,
+                },
+            );
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,199 @@
+//! **API boundary** — the plugin API. Plugin crates depend on this module (and the types
+//! it names), never on the HTTP or WebSocket internals.
+//!
+//! A plugin crate declares itself with a [`PluginManifest`] (name, config section,
+//! reserved kinds, tables, admin data; `manifest.rs`) and runs as a [`Plugin`]: every hook
+//! has a default, so a plugin implements only what it uses. The binary lists the built
+//! plugins once, in a [`PluginCatalog`]; enabled ones are built at start, in catalog
+//! order, and held as `Vec<Arc<dyn Plugin>>`.
+//!
+//! How each hook group combines:
+//! - **Ingest checks** ([`Plugin::check_event`]): all run in order, after core's own checks
+//!   and the access service; the first rejection wins and nothing is stored.
+//! - **In-transaction hooks** ([`Plugin::in_transaction`]): all run inside the event's
+//!   storage transaction, after core stored it and updated channel and thread state; any
+//!   error rolls the event back (with every plugin change) and is the answer. A hook may
+//!   store relay-signed events of its own ([`Tx::store_relay_event`]); they commit with
+//!   the event and are delivered live after it.
+//! - **Observers** ([`Plugin::on_committed`]): all run after the commit; they cannot fail
+//!   the write (errors are theirs to log).
+//! - **Filter checks** ([`Plugin::check_filter`]): all run on every filter no plugin
+//!   claimed, before anything is served; the first rejection wins.
+//! - **Filter claims** ([`Plugin::claims_filter`] / [`Plugin::answer_claimed`]):
+//!   exclusive; the first plugin that claims a filter answers it, with all its claimed
+//!   filters of the query at once. Unclaimed filters are served by core.
+//! - **Live fan-out contributions**: additive. A plugin publishes relay-made events with
+//!   [`Services::bus`] (from [`Plugin::on_committed`] or a background task); every
+//!   connection delivers them through its own access scope and subscription filters, as
+//!   it does stored events, and across relay processes when the bus is Redis.
+//! - **Routes** ([`Plugin::routes`], `routes.rs`), **NIP-11 fields**
+//!   ([`Plugin::extend_nip11`]), **background tasks** ([`Plugin::background`]): additive.
+//!
+//! Which events are conversation messages (they get thread metadata and count as chat):
+//! [`crate::channels::kinds::is_conversation`]. Every other kind a plugin handles — an
+//! artifact revision, say — is stored as an ordinary event and never touches thread
+//! metadata or reply counts.
+
+mod admin;
+mod manifest;
+mod routes;
+
+pub use admin::{AdminPanel, AdminTable};
+pub use manifest::{PluginCatalog, PluginEntry, PluginManifest, PluginMigrations};
+pub use routes::{PluginRequest, PluginResponse, Route, RouteAuth, RouteHandler, RouteMethod};
+
+use crate::access::AccessService;
+use crate::clock::Clock;
+use crate::community::Community;
+use crate::config::Settings;
+use crate::ctx::ConnCtx;
+use crate::error::Reason;
+use crate::event::{Event, StoredEvent};
+use crate::filter::Filter;
+use crate::keys::Keys;
+use crate::live::LiveBus;
+use crate::store::{insert_event, Conn, InsertOutcome, Store};
+use futures_util::future::BoxFuture;
+use serde_json::{Map, Value};
+use std::sync::Arc;
+
+/// What a plugin may use. Cheap to clone.
+#[derive(Clone)]
+pub struct Services {
+    pub store: Store,
+    /// The relay's key: signs every relay-authored event.
+    pub relay_keys: Keys,
+    pub clock: Arc<dyn Clock>,
+    pub bus: Arc<dyn LiveBus>,
+    pub access: Arc<AccessService>,
+    /// Shared Redis, when `storage.redis_url` is set.
+    pub redis: Option<redis::aio::ConnectionManager>,
+    /// Prefix for every Redis key (`storage.redis_prefix`).
+    pub redis_prefix: String,
+    pub settings: Arc<Settings>,
+    /// Every community this relay serves, in config order.
+    pub communities: Arc<[Arc<Community>]>,
+}
+
+/// Facts available inside the storage transaction.
+#[derive(Debug, Clone)]
+pub struct WriteCtx {
+    pub community_id: i64,
+    /// The authenticated pubkey of the writer, if any.
+    pub pubkey: Option<String>,
+    /// Relay time of the write, microseconds.
+    pub now_micros: i64,
+}
+
+/// An event's storage transaction, as an in-transaction hook sees it.
+pub struct Tx<'t, 'c> {
+    /// The writer's connection, inside the transaction.
+    pub conn: &'t mut Conn<'c>,
+    pub ctx: &'t WriteCtx,
+    /// Relay-signed events stored in this transaction, delivered live after the commit.
+    produced: &'t mut Vec<Arc<StoredEvent>>,
+}
+
+impl<'t, 'c> Tx<'t, 'c> {
+    pub(crate) fn new(
+        conn: &'t mut Conn<'c>,
+        ctx: &'t WriteCtx,
+        produced: &'t mut Vec<Arc<StoredEvent>>,
+    ) -> Self {
+        Tx {
+            conn,
+            ctx,
+            produced,
+        }
+    }
+
+    /// Store a relay-signed event in this transaction (it commits or rolls back with the
+    /// event being ingested) and deliver it live after the commit, through every
+    /// connection's own access scope.
+    pub fn store_relay_event(&mut self, event: Event) -> Result<InsertOutcome, Reason> {
+        let channel = event.channel_id().map(str::to_owned);
+        let outcome = insert_event(
+            self.conn,
+            self.ctx.community_id,
+            &event,
+            channel.as_deref(),
+            self.ctx.now_micros,
+        )?;
+        if matches!(outcome, InsertOutcome::Stored { .. }) {
+            self.produced.push(Arc::new(StoredEvent {
+                event,
+                community_id: self.ctx.community_id,
+                channel,
+                received_at: self.ctx.now_micros,
+            }));
+        }
+        Ok(outcome)
+    }
+}
+
+/// A plugin's answer to the filters it claimed.
+#[derive(Debug, Clone)]
+pub enum QueryAnswer {
+    /// Events, in the order the plugin wants them on the wire.
+    Events(Vec<Event>),
+    /// A JSON object (`POST /query` only, e.g. snapshot actions). On WebSocket it is
+    /// refused with `CLOSED invalid:` naming the HTTP bridge.
+    Object(Value),
+}
+
+#[async_trait::async_trait]
+pub trait Plugin: Send + Sync + 'static {
+    /// The config name (`[plugins.<name>]`), equal to its manifest's `NAME`.
+    fn name(&self) -> &'static str;
+
+    /// Add this plugin's fields to the NIP-11 document.
+    fn extend_nip11(&self, _doc: &mut Map<String, Value>) {}
+
+    /// Reject an event before it is stored. First rejection wins.
+    async fn check_event(&self, _ctx: &ConnCtx, _event: &Event) -> Result<(), Reason> {
+        Ok(())
+    }
+
+    /// Keep plugin state in step with a just-stored event, in the same transaction.
+    /// An error rolls the event back and becomes the client's answer. May run twice for
+    /// one event (the writer replays a failed batch job by job), so it must only act
+    /// through `tx`.
+    fn in_transaction(&self, _tx: &mut Tx<'_, '_>, _event: &StoredEvent) -> Result<(), Reason> {
+        Ok(())
+    }
+
+    /// Observe a committed event. Never fails the write.
+    async fn on_committed(&self, _ctx: &ConnCtx, _event: &StoredEvent) {}
+
+    /// Reject a filter before anything is served. First rejection wins.
+    fn check_filter(&self, _ctx: &ConnCtx, _filter: &Filter) -> Result<(), Reason> {
+        Ok(())
+    }
+
+    /// Claim a filter (usually by its extension fields). Claims are exclusive.
+    fn claims_filter(&self, _filter: &Filter) -> bool {
+        false
+    }
+
+    /// Answer every filter of one query that this plugin claimed.
+    async fn answer_claimed(
+        &self,
+        _ctx: &ConnCtx,
+        _filters: Vec<Filter>,
+    ) -> Result<QueryAnswer, Reason> {
+        Err(Reason::Internal(anyhow::anyhow!(
+            "plugin {} claimed a filter but does not answer",
+            self.name()
+        )))
+    }
+
+    /// HTTP routes to mount (`routes.rs`).
+    fn routes(self: Arc<Self>) -> Vec<Route> {
+        Vec::new()
+    }
+
+    /// Long-running tasks, started once after the relay is up and aborted when it stops.
+    fn background(&self) -> Vec<BoxFuture<'static, ()>> {
+        Vec::new()
+    }
+}

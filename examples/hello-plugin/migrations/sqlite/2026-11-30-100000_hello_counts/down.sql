@@ -1,0 +1,1 @@
+DROP TABLE hello_counts;

@@ -1,0 +1,9 @@
+//! The plugins built into `buzz-relay`: the one list of them. The relay binary
+//! (`main.rs`) starts them, `buzz-admin` reports on them; nothing else names a plugin.
+
+use buzz_core::plugin::{PluginCatalog, PluginEntry};
+
+/// Every plugin this build carries, in hook order.
+pub fn catalog() -> PluginCatalog {
+    PluginCatalog::new().with(PluginEntry::of::<buzz_channel_windows::ChannelWindowsPlugin>())
+}
