@@ -31,11 +31,13 @@ mod error;
 mod facts;
 mod fixtures;
 mod limits;
+mod pattern;
 mod rate_limit;
 mod redis_limiter;
 mod req;
 mod rulebook;
 mod sandbox;
+mod strlib;
 mod verdict;
 
 pub use check::{check_script, script_entry_points, ENTRY_POINTS};
