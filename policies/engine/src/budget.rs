@@ -104,7 +104,12 @@ impl CallCtx {
 
     /// Starts a run (a check, or loading a script): full budget, a deadline `timeout` from
     /// now, fresh flags, the request's clock.
-    pub(crate) fn begin(self: &Arc<Self>, lua: &Lua, now: i64, timeout: Duration) -> mlua::Result<()> {
+    pub(crate) fn begin(
+        self: &Arc<Self>,
+        lua: &Lua,
+        now: i64,
+        timeout: Duration,
+    ) -> mlua::Result<()> {
         self.remaining.store(
             i64::try_from(self.budget).unwrap_or(i64::MAX),
             Ordering::Relaxed,

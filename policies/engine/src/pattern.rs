@@ -176,16 +176,14 @@ impl<'a, M: Meter> Matcher<'a, M> {
                 b'$' if p + 1 == self.pat.len() => {
                     return Ok((s == self.src.len()).then_some(s));
                 }
-                ESC if self.pat(p + 1) == b'b' => {
-                    match self.match_balance(s, p + 2)? {
-                        Some(end) => {
-                            s = end;
-                            p += 4;
-                            continue;
-                        }
-                        None => return Ok(None),
+                ESC if self.pat(p + 1) == b'b' => match self.match_balance(s, p + 2)? {
+                    Some(end) => {
+                        s = end;
+                        p += 4;
+                        continue;
                     }
-                }
+                    None => return Ok(None),
+                },
                 ESC if self.pat(p + 1) == b'f' => {
                     p += 2;
                     if self.pat(p) != b'[' {
@@ -382,7 +380,12 @@ impl<'a, M: Meter> Matcher<'a, M> {
         }
     }
 
-    fn start_capture(&mut self, s: usize, p: usize, what: isize) -> Result<Option<usize>, MatchError> {
+    fn start_capture(
+        &mut self,
+        s: usize,
+        p: usize,
+        what: isize,
+    ) -> Result<Option<usize>, MatchError> {
         if self.level >= MAX_CAPTURES {
             return pattern_error("too many captures");
         }

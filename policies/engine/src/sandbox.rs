@@ -106,9 +106,8 @@ impl Sandbox {
         let view_next = lua.create_function(move |_, (view, key): (Table, Value)| {
             next.call::<MultiValue>((backing_of(&view)?, key))
         })?;
-        let view_pairs = lua.create_function(move |_, view: Table| {
-            Ok((view_next.clone(), view, Value::Nil))
-        })?;
+        let view_pairs =
+            lua.create_function(move |_, view: Table| Ok((view_next.clone(), view, Value::Nil)))?;
         let stopped_ctx = Arc::clone(&ctx);
         let stopped = lua.create_function(move |_, ()| Ok(stopped_ctx.stopped().is_some()))?;
         prelude

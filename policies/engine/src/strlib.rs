@@ -246,7 +246,11 @@ fn gsub(
     };
     let (src, pat) = (s.as_bytes(), p.as_bytes());
     let (src, pat): (&[u8], &[u8]) = (&src, &pat);
-    let max = max.unwrap_or_else(|| i64::try_from(src.len()).unwrap_or(i64::MAX).saturating_add(1));
+    let max = max.unwrap_or_else(|| {
+        i64::try_from(src.len())
+            .unwrap_or(i64::MAX)
+            .saturating_add(1)
+    });
     let anchor = pat.first() == Some(&b'^');
     let body = usize::from(anchor);
     let mut meter = CtxMeter { ctx, lua };

@@ -215,7 +215,8 @@ fn memory_bombs_fail_and_the_engine_still_answers() {
                return buzz.deny('invalid', 'normal answer')\n\
              end\n"
         );
-        let (_scripts, engine) = common::engine_with_access_limits(&access, common::budget_limits());
+        let (_scripts, engine) =
+            common::engine_with_access_limits(&access, common::budget_limits());
         let mut request = message_request();
         request.event.content = "bomb".into();
         let started = Instant::now();
