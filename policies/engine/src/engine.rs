@@ -217,9 +217,14 @@ impl PolicyEngine {
             }
         };
         let result = f(&entry.rulebook);
-        // After a memory error the state is dropped and rebuilt by the next check, so no
-        // garbage or half-built script state carries over.
-        if !matches!(result, Err(PolicyError::MemoryExceeded { .. })) {
+        // After a memory error or a stopped run the state is dropped and rebuilt by the next
+        // check, so no garbage, half-built script state or half-unwound call carries over.
+        if !matches!(
+            result,
+            Err(PolicyError::MemoryExceeded { .. }
+                | PolicyError::DeadlineExceeded { .. }
+                | PolicyError::TimeLimitExceeded { .. })
+        ) {
             let _ = RULEBOOKS.try_with(|cell| {
                 if let Ok(mut cache) = cell.try_borrow_mut() {
                     cache.retain(|c| c.alive.strong_count() > 0);

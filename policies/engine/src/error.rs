@@ -55,6 +55,16 @@ pub enum PolicyError {
         budget: u64,
     },
 
+    /// The wall-clock limit of one check (`PolicyLimits::call_timeout`) or of running a
+    /// script's main chunk (`PolicyLimits::load_timeout`) ran out. Like the instruction
+    /// budget, `pcall` cannot catch it; it also covers time spent in pattern matching.
+    #[error("policy script {script}: {entry} exceeded its time limit of {limit:?}")]
+    TimeLimitExceeded {
+        script: String,
+        entry: &'static str,
+        limit: std::time::Duration,
+    },
+
     /// The Lua state's memory limit was hit and the script did not recover.
     #[error(
         "policy script {script}: {entry} exceeded the memory limit of {limit} bytes: {source}"

@@ -14,13 +14,18 @@ local function frozen_global_error(_, key)
 end
 
 -- A read-only view of `backing`: reads, #, pairs and ipairs work, writes raise an error and
--- the metatable cannot be fetched or replaced.
+-- the metatable cannot be fetched or replaced. `pairs` hands out an iterator that closes
+-- over `backing` instead of `next, backing`: the backing table itself must never reach a
+-- script, or it could be written through.
 local function readonly(backing)
+  local function iterate(_, key)
+    return next(backing, key)
+  end
   return setmetatable({}, {
     __index = backing,
     __newindex = read_only_error,
     __len = function() return #backing end,
-    __pairs = function() return next, backing, nil end,
+    __pairs = function(view) return iterate, view, nil end,
     __metatable = false,
   })
 end
@@ -28,12 +33,60 @@ end
 -- All strings share one metatable; keep scripts from reaching (and changing) it.
 getmetatable("").__metatable = false
 
+-- Whether the current run was stopped (budget or deadline); set by the host.
+local run_stopped
+
+-- `__close` handlers need care. When the deadline error is raised from the instruction hook,
+-- the host library unwinds the running function's stack while still inside the hook, where
+-- hooks are off: a to-be-closed variable's `__close` would run unmetered and could loop for
+-- ever. So `setmetatable` installs a private snapshot of the script's metatable (its `__`
+-- fields), whose `__close` does nothing once the run is stopped. Being private, the snapshot
+-- cannot be changed afterwards (a `__close` added to the script's table later has no
+-- effect); `getmetatable` still returns the script's own table.
+local originals = setmetatable({}, { __mode = "k" }) -- snapshot -> the script's metatable
+
+local function guarded_close(close)
+  return function(value, err)
+    if run_stopped() then
+      return
+    end
+    return close(value, err)
+  end
+end
+
+local string_sub = string.sub
+
+local function snapshot(mt)
+  local copy = {}
+  for key, value in next, mt do
+    if type(key) == "string" and string_sub(key, 1, 2) == "__" then
+      copy[key] = value
+    end
+  end
+  if copy.__close ~= nil then
+    copy.__close = guarded_close(copy.__close)
+  end
+  originals[copy] = mt
+  return copy
+end
+
 -- Finalizers run inside the garbage collector where the instruction hook cannot stop them.
 local function safe_setmetatable(t, mt)
-  if type(mt) == "table" and rawget(mt, "__gc") ~= nil then
-    error("__gc metamethods are not allowed in policy scripts", 2)
+  if type(mt) == "table" then
+    if rawget(mt, "__gc") ~= nil then
+      error("__gc metamethods are not allowed in policy scripts", 2)
+    end
+    mt = snapshot(mt)
   end
   return setmetatable(t, mt)
+end
+
+local function safe_getmetatable(value)
+  local mt = getmetatable(value)
+  if mt == nil then
+    return nil
+  end
+  return originals[mt] or mt
 end
 
 -- xpcall without a message handler inside the error: Lua runs a message handler while the
@@ -56,9 +109,24 @@ for _, name in ipairs({
   base[name] = _G[name]
 end
 base.setmetatable = safe_setmetatable
+base.getmetatable = safe_getmetatable
 base.xpcall = safe_xpcall
+
+-- table.sort without a comparator compares in C, unmetered: n log n steps for one
+-- instruction. With a Lua comparator every comparison runs under the instruction hook.
+local table_sort = table.sort
+local function less_than(a, b)
+  return a < b
+end
+local sandbox_table = {}
+for name, f in next, table do
+  sandbox_table[name] = f
+end
+sandbox_table.sort = function(t, comp)
+  return table_sort(t, comp or less_than)
+end
 base.string = readonly(string)
-base.table = readonly(table)
+base.table = readonly(sandbox_table)
 base.math = readonly(math)
 base.utf8 = readonly(utf8)
 
@@ -118,10 +186,11 @@ local function make_buzz(log, now, rate_limit)
 end
 
 -- Read-only request tables. `#` and `pairs` go through host functions that find the
--- backing table (set once by the host with set_view_metamethods).
+-- backing table (set once by the host with set_host_functions). Every table inside a view
+-- is a view too, so `pairs` never yields anything writable.
 local view_len, view_pairs
-local function set_view_metamethods(len, pairs_fn)
-  view_len, view_pairs = len, pairs_fn
+local function set_host_functions(len, pairs_fn, stopped)
+  view_len, view_pairs, run_stopped = len, pairs_fn, stopped
 end
 
 local function view(data)
@@ -207,7 +276,7 @@ end
 return {
   make_write_req = make_write_req,
   make_read_req = make_read_req,
-  set_view_metamethods = set_view_metamethods,
+  set_host_functions = set_host_functions,
   base = base,
   make_buzz = make_buzz,
   frozen_global_error = frozen_global_error,

@@ -11,14 +11,15 @@ use std::sync::Arc;
 
 use mlua::chunk::ChunkMode;
 use mlua::state::{GcGenParams, GcMode};
-use mlua::{Function, Lua, LuaOptions, StdLib, Table, Value};
+use mlua::{Function, Lua, LuaOptions, MultiValue, StdLib, Table, Value};
 
-use crate::budget::CallCtx;
+use crate::budget::{CallCtx, Stop};
 use crate::error::PolicyError;
 use crate::facts::{ReadRequest, WriteRequest};
 use crate::limits::PolicyLimits;
 use crate::rate_limit::RateLimiter;
 use crate::req;
+use crate::strlib;
 use crate::verdict::{DenyKind, Verdict};
 
 const PRELUDE: &str = include_str!("prelude.lua");
@@ -97,15 +98,25 @@ impl Sandbox {
                 }
             })?;
 
-        // `#view` and `pairs(view)` of the read-only request tables.
+        // `#view` and `pairs(view)` of the read-only request tables. The iterator takes the
+        // view, not its backing table, as its state: the backing table is writable and must
+        // never reach a script.
         let view_len = lua.create_function(|_, view: Table| Ok(backing_of(&view)?.raw_len()))?;
         let next: Function = lua.globals().raw_get("next")?;
-        let view_pairs = lua.create_function(move |_, view: Table| {
-            Ok((next.clone(), backing_of(&view)?, Value::Nil))
+        let view_next = lua.create_function(move |_, (view, key): (Table, Value)| {
+            next.call::<MultiValue>((backing_of(&view)?, key))
         })?;
+        let view_pairs =
+            lua.create_function(move |_, view: Table| Ok((view_next.clone(), view, Value::Nil)))?;
+        let stopped_ctx = Arc::clone(&ctx);
+        let stopped = lua.create_function(move |_, ()| Ok(stopped_ctx.stopped().is_some()))?;
         prelude
-            .raw_get::<Function>("set_view_metamethods")?
-            .call::<()>((view_len, view_pairs))?;
+            .raw_get::<Function>("set_host_functions")?
+            .call::<()>((view_len, view_pairs, stopped))?;
+        // The pattern functions, also behind the string methods (`s:find`): the string
+        // metatable's `__index` is this table.
+        let string: Table = lua.globals().raw_get("string")?;
+        strlib::install(&lua, &string, &ctx, limits.memory_bytes)?;
 
         let sandbox = Sandbox {
             base: prelude.raw_get("base")?,
@@ -133,7 +144,9 @@ impl Sandbox {
             script: label.to_owned(),
             source: Box::new(source),
         };
-        self.ctx.begin(&self.lua, 0).map_err(load_error)?;
+        self.ctx
+            .begin(&self.lua, 0, self.limits.load_timeout)
+            .map_err(load_error)?;
         let (globals, env) = self.script_tables(label).map_err(load_error)?;
         let run = self
             .lua
@@ -238,10 +251,10 @@ impl Sandbox {
         }
     }
 
-    /// Starts one check: full instruction budget, the request's clock.
+    /// Starts one check: full instruction budget, a fresh deadline, the request's clock.
     pub(crate) fn begin(&self, now: i64) -> Result<(), PolicyError> {
         self.ctx
-            .begin(&self.lua, now)
+            .begin(&self.lua, now, self.limits.call_timeout)
             .map_err(|source| PolicyError::Sandbox {
                 source: Box::new(source),
             })
@@ -307,8 +320,8 @@ impl Sandbox {
                 message,
             });
         }
-        if self.ctx.exhausted() {
-            return Err(self.deadline(script, entry));
+        if let Some(stop) = self.ctx.stopped() {
+            return Err(self.deadline(script, entry, stop));
         }
         match result {
             Ok(value) => parse_verdict(&value).map_err(|found| PolicyError::BadReturn {
@@ -334,8 +347,8 @@ impl Sandbox {
                 message,
             };
         }
-        if self.ctx.exhausted() {
-            return self.deadline(script, entry);
+        if let Some(stop) = self.ctx.stopped() {
+            return self.deadline(script, entry, stop);
         }
         if is_memory_error(&err) {
             return PolicyError::MemoryExceeded {
@@ -352,11 +365,18 @@ impl Sandbox {
         }
     }
 
-    fn deadline(&self, script: &str, entry: &'static str) -> PolicyError {
-        PolicyError::DeadlineExceeded {
-            script: script.to_owned(),
-            entry,
-            budget: self.ctx.budget(),
+    fn deadline(&self, script: &str, entry: &'static str, stop: Stop) -> PolicyError {
+        match stop {
+            Stop::Budget => PolicyError::DeadlineExceeded {
+                script: script.to_owned(),
+                entry,
+                budget: self.ctx.budget(),
+            },
+            Stop::Time => PolicyError::TimeLimitExceeded {
+                script: script.to_owned(),
+                entry,
+                limit: self.ctx.timeout(),
+            },
         }
     }
 }

@@ -74,9 +74,10 @@ fn runaway_scripts_hit_the_deadline_quickly() {
         let started = Instant::now();
         let result = engine.check_write(&message_request());
         let elapsed = started.elapsed();
+        // Whichever limit comes first: in an unoptimized build the 50 ms time limit may.
         assert!(
-            matches!(result, Err(PolicyError::DeadlineExceeded { .. })),
-            "{name}: expected DeadlineExceeded, got {result:?}"
+            common::is_stopped(&result),
+            "{name}: expected a stopped run, got {result:?}"
         );
         assert!(elapsed < FAST, "{name}: took {elapsed:?}");
     }
@@ -84,7 +85,10 @@ fn runaway_scripts_hit_the_deadline_quickly() {
 
 #[test]
 fn deadline_error_names_script_entry_and_budget() {
-    let (_scripts, engine) = engine_with_access("function can_read(req) while true do end end");
+    let (_scripts, engine) = common::engine_with_access_limits(
+        "function can_read(req) while true do end end",
+        common::budget_limits(),
+    );
     let err = engine.check_read(&read_request()).expect_err("deadline");
     let text = err.to_string();
     assert!(text.contains("access.lua"), "{text}");
@@ -98,7 +102,12 @@ fn deadline_in_moderate_stops_the_check() {
         common::ALLOW_ALL_ACCESS,
         "function moderate(req) while true do end end",
     );
-    let engine = scripts.load().expect("load");
+    let engine = scripts
+        .load_with(
+            common::budget_limits(),
+            std::sync::Arc::new(buzz_policy::MemoryRateLimiter::new()),
+        )
+        .expect("load");
     let result = engine.check_write(&message_request());
     assert!(
         matches!(
@@ -145,10 +154,7 @@ fn engine_recovers_after_a_deadline() {
     let mut spin = message_request();
     spin.event.content = "spin".into();
     for _ in 0..3 {
-        assert!(matches!(
-            engine.check_write(&spin),
-            Err(PolicyError::DeadlineExceeded { .. })
-        ));
+        assert!(common::is_stopped(&engine.check_write(&spin)));
         let verdict = engine
             .check_write(&message_request())
             .expect("normal request");
@@ -164,7 +170,7 @@ fn small_budget_is_enforced() {
     );
     let limits = PolicyLimits {
         instruction_budget: 1_000,
-        ..PolicyLimits::default()
+        ..common::budget_limits()
     };
     let engine = scripts
         .load_with(
@@ -209,7 +215,8 @@ fn memory_bombs_fail_and_the_engine_still_answers() {
                return buzz.deny('invalid', 'normal answer')\n\
              end\n"
         );
-        let (_scripts, engine) = engine_with_access(&access);
+        let (_scripts, engine) =
+            common::engine_with_access_limits(&access, common::budget_limits());
         let mut request = message_request();
         request.event.content = "bomb".into();
         let started = Instant::now();

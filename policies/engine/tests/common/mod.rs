@@ -61,6 +61,34 @@ pub fn engine_with_access(access: &str) -> (Scripts, PolicyEngine) {
     (scripts, engine)
 }
 
+/// Default limits, but with time limits far away: for tests about the instruction budget or
+/// the memory limit, which an unoptimized build on a busy machine might otherwise reach
+/// after the default 50 ms call timeout.
+pub fn budget_limits() -> PolicyLimits {
+    PolicyLimits {
+        call_timeout: std::time::Duration::from_secs(60),
+        load_timeout: std::time::Duration::from_secs(60),
+        ..PolicyLimits::default()
+    }
+}
+
+/// Like [`engine_with_access`], with `limits`.
+pub fn engine_with_access_limits(access: &str, limits: PolicyLimits) -> (Scripts, PolicyEngine) {
+    let scripts = Scripts::new(access, ALLOW_ALL_MODERATION);
+    let engine = scripts
+        .load_with(limits, Arc::new(MemoryRateLimiter::new()))
+        .unwrap_or_else(|e| panic!("load failed: {e}"));
+    (scripts, engine)
+}
+
+/// Did the check fail because its run was stopped (instruction budget or time limit)?
+pub fn is_stopped<T>(result: &Result<T, PolicyError>) -> bool {
+    matches!(
+        result,
+        Err(PolicyError::DeadlineExceeded { .. } | PolicyError::TimeLimitExceeded { .. })
+    )
+}
+
 /// The repository's default scripts.
 pub fn default_paths() -> (PathBuf, PathBuf) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
