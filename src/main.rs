@@ -68,7 +68,9 @@ enum PolicyCommand {
 /// Failures print one line with the cause chain (`error: reading x: no such file`) and
 /// exit 1; a stack trace only when `RUST_BACKTRACE` asks for one.
 fn main() -> std::process::ExitCode {
+    // Logs go to stderr: stdout carries command output (`migrate --status`, `identity`).
     tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
                 .unwrap_or_else(|_| "info,actix_server=warn".into()),

@@ -151,3 +151,133 @@ fn policy_test_runs_the_shipped_fixtures() {
     let (ok, text) = run(&["policy", "test", "policies/fixtures/default.json"]);
     assert!(ok && text.contains(" passed, 0 failed"), "{text}");
 }
+
+/// Run `buzz-relay` in `cwd` with `args` until it exits (a refusal), returning
+/// (success, stderr).
+fn refusal(cwd: &std::path::Path, args: &[&str]) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_buzz-relay"))
+        .current_dir(cwd)
+        .args(args)
+        .env_remove("DATABASE_URL")
+        .env_remove("RUST_BACKTRACE")
+        .env("BUZZ__SERVER__BIND", "127.0.0.1:0")
+        .output()
+        .expect("run buzz-relay");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The relay's defaults work from any directory: the compiled-in policies run (and the
+/// log says so) when `policies/*.lua` are not there.
+#[test]
+fn starts_with_its_defaults_from_any_directory() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_buzz-relay"))
+        .current_dir(dir.path())
+        .env_remove("DATABASE_URL")
+        .env("BUZZ__SERVER__BIND", "127.0.0.1:0")
+        .env("RUST_LOG", "info")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start buzz-relay");
+    let stderr = child.stderr.take().expect("stderr");
+    let (lines, seen) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if lines.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let mut log = String::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !log.contains("relay listening") {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match seen.recv_timeout(left) {
+            Ok(line) => {
+                log.push_str(&line);
+                log.push('\n');
+            }
+            Err(_) => break,
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(log.contains("relay listening"), "{log}");
+    assert_eq!(
+        log.matches("relay listening").count(),
+        1,
+        "said once: {log}"
+    );
+    assert!(
+        log.contains("compiled-in default") && log.contains("built-in access.lua"),
+        "{log}"
+    );
+    assert!(dir.path().join("data/buzz.db").exists() && dir.path().join("data/relay.key").exists());
+}
+
+/// A config naming a plugin this binary lacks refuses to start, names what is built,
+/// prints one line (no backtrace) and creates nothing on disk.
+#[test]
+fn a_config_naming_an_unbuilt_plugin_refuses_and_creates_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        dir.path().join("config.toml"),
+        "[plugins.artifacts]\nenabled = true\n",
+    )
+    .expect("config");
+    let (ok, stderr) = refusal(dir.path(), &[]);
+    assert!(!ok, "{stderr}");
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error:")).collect();
+    assert_eq!(errors.len(), 1, "{stderr}");
+    assert!(
+        errors[0].contains("config.toml")
+            && errors[0].contains("artifacts")
+            && errors[0].contains("built: channel_windows"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("stack backtrace") && !stderr.contains("Caused by"),
+        "{stderr}"
+    );
+    assert!(
+        !dir.path().join("data").exists(),
+        "nothing is created on disk"
+    );
+}
+
+/// A policy path someone named must exist; relative paths resolve against the config
+/// file's directory; a refusal creates nothing.
+#[test]
+fn a_missing_named_policy_refuses_and_paths_resolve_against_the_config_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let home = dir.path().join("etc");
+    std::fs::create_dir(&home).expect("dir");
+    std::fs::write(
+        home.join("relay.toml"),
+        "[policies]\naccess = \"rules/access.lua\"\n",
+    )
+    .expect("config");
+    let (ok, stderr) = refusal(dir.path(), &["--config", "etc/relay.toml"]);
+    assert!(!ok, "{stderr}");
+    let expected = home.join("rules/access.lua");
+    assert!(
+        stderr.contains(&expected.display().to_string()),
+        "the path resolves against etc/: {stderr}"
+    );
+    assert!(!dir.path().join("data").exists() && !home.join("data").exists());
+
+    let (ok, stderr) = refusal(dir.path(), &["--config", "etc/relay.toml", "migrate"]);
+    assert!(ok, "migrate needs no policies: {stderr}");
+    assert!(
+        home.join("data/buzz.db").exists(),
+        "the database lives beside the config file"
+    );
+}

@@ -7,6 +7,7 @@ use buzz_core::plugin::{AdminPanel, PluginCatalog};
 use buzz_core::store::{
     community_stats, recorded_identity, CommunityStats as CommunityStatus, MigrationStatus, Store,
 };
+use buzz_policy::ScriptOrigin;
 use std::fmt;
 
 /// A policy script and whether it loads.
@@ -84,14 +85,35 @@ impl Report {
                 }
             })
             .collect();
-        let policies = settings.policies.enabled.then(|| {
-            [&settings.policies.access, &settings.policies.moderation]
-                .into_iter()
-                .map(|path| PolicyStatus {
-                    path: path.display().to_string(),
-                    verdict: buzz_policy::script_entry_points(path).map_err(|e| e.to_string()),
-                })
-                .collect()
+        let p = &settings.policies;
+        let policies = p.enabled.then(|| {
+            [
+                (
+                    &p.access,
+                    p.access_is_default,
+                    ScriptOrigin::builtin_access(),
+                ),
+                (
+                    &p.moderation,
+                    p.moderation_is_default,
+                    ScriptOrigin::builtin_moderation(),
+                ),
+            ]
+            .into_iter()
+            .map(|(path, is_default, builtin)| {
+                // What the relay runs: a default path that does not exist means the
+                // compiled-in script.
+                let origin = if is_default && !path.exists() {
+                    builtin
+                } else {
+                    ScriptOrigin::File(path.clone())
+                };
+                PolicyStatus {
+                    path: origin.to_string(),
+                    verdict: buzz_policy::origin_entry_points(&origin).map_err(|e| e.to_string()),
+                }
+            })
+            .collect()
         });
         Ok(Report {
             database: redact(url),

@@ -96,6 +96,12 @@ pub struct PolicySettings {
     pub instruction_budget: u64,
     /// Memory one Lua state may use, bytes.
     pub memory_bytes: usize,
+    /// Wall time one policy call may take, pattern matching included; over it the call
+    /// is denied (`error: policy failure`) and its Lua state discarded.
+    pub call_timeout_ms: u64,
+    /// Wall time loading a script (its main chunk) may take; over it the load fails and
+    /// the last good script stays.
+    pub load_timeout_ms: u64,
     /// How often the scripts are checked for changes (hot reload), milliseconds.
     pub reload_poll_ms: u64,
 }
@@ -156,6 +162,8 @@ access = "policies/access.lua"
 moderation = "policies/moderation.lua"
 instruction_budget = 1000000
 memory_bytes = 8388608
+call_timeout_ms = 50
+load_timeout_ms = 1000
 reload_poll_ms = 1000
 
 [limits]
@@ -210,6 +218,9 @@ impl Settings {
         env: &HashMap<String, String>,
         catalog: &PluginCatalog,
     ) -> anyhow::Result<Settings> {
+        // Absolute, so that paths resolved against its directory are absolute too.
+        let file = file.map(std::path::absolute).transpose()?;
+        let file = file.as_deref();
         Self::read(file, env, catalog).with_context(|| match file {
             Some(p) => format!("configuration {}", p.display()),
             None => "built-in configuration".to_owned(),

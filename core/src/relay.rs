@@ -16,7 +16,9 @@ use crate::query::QueryService;
 use crate::replay::{MemoryReplayGuard, RedisReplayGuard, ReplayGuard};
 use crate::store::Store;
 use anyhow::Context;
-use buzz_policy::{MemoryRateLimiter, PolicyEngine, PolicyLimits, RateLimiter, RedisRateLimiter};
+use buzz_policy::{
+    MemoryRateLimiter, PolicyEngine, PolicyLimits, RateLimiter, RedisRateLimiter, ScriptOrigin,
+};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -267,15 +269,18 @@ fn load_policies(
     let limits = PolicyLimits {
         instruction_budget: p.instruction_budget,
         memory_bytes: p.memory_bytes,
+        call_timeout: std::time::Duration::from_millis(p.call_timeout_ms),
+        load_timeout: std::time::Duration::from_millis(p.load_timeout_ms),
     };
+    let access = script_origin(&p.access, p.access_is_default, ScriptOrigin::builtin_access);
+    let moderation = script_origin(
+        &p.moderation,
+        p.moderation_is_default,
+        ScriptOrigin::builtin_moderation,
+    );
     let engine = Arc::new(
-        PolicyEngine::load(&p.access, &p.moderation, limits, limiter).with_context(|| {
-            format!(
-                "loading policies {} and {}",
-                p.access.display(),
-                p.moderation.display()
-            )
-        })?,
+        PolicyEngine::load_scripts(access.clone(), moderation.clone(), limits, limiter)
+            .with_context(|| format!("loading policies {access} and {moderation}"))?,
     );
     engine.watch(std::time::Duration::from_millis(p.reload_poll_ms.max(50)));
     #[cfg(unix)]
@@ -298,6 +303,27 @@ fn load_policies(
         });
     }
     Ok(Some(engine))
+}
+
+/// A configured script file, or — when the path is only the default and no such file
+/// exists (the relay started outside the repository, say) — the compiled-in default,
+/// said in the log. A path someone named must exist.
+fn script_origin(
+    path: &std::path::Path,
+    is_default: bool,
+    builtin: fn() -> ScriptOrigin,
+) -> ScriptOrigin {
+    if is_default && !path.exists() {
+        let origin = builtin();
+        tracing::info!(
+            missing = %path.display(),
+            using = %origin,
+            "default policy file not found; running the compiled-in default"
+        );
+        origin
+    } else {
+        ScriptOrigin::File(path.to_owned())
+    }
 }
 
 /// A started relay.

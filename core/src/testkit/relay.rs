@@ -63,6 +63,9 @@ impl TestRelay {
         settings.policies.access = policies.join("access.lua");
         settings.policies.moderation = policies.join("moderation.lua");
         settings.policies.reload_poll_ms = 100;
+        // Unoptimized test builds run Lua many times slower than a release build; keep the
+        // wall-clock bound for the tests that are about it (they set their own).
+        settings.policies.call_timeout_ms = 5_000;
         tweak(&mut settings);
         let mut relay = TestRelay {
             relay: None,

@@ -3,6 +3,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::engine::ScriptOrigin;
 use crate::error::PolicyError;
 use crate::limits::PolicyLimits;
 use crate::rate_limit::MemoryRateLimiter;
@@ -19,11 +20,13 @@ pub fn check_script(path: &Path) -> Result<(), PolicyError> {
 
 /// Like [`check_script`], returning the entry points the script defines.
 pub fn script_entry_points(path: &Path) -> Result<Vec<&'static str>, PolicyError> {
-    let text = std::fs::read_to_string(path).map_err(|source| PolicyError::Read {
-        path: path.to_owned(),
-        source,
-    })?;
-    let label = path.display().to_string();
+    origin_entry_points(&ScriptOrigin::File(path.to_owned()))
+}
+
+/// The entry points of a script from a file or compiled in (`buzz-admin` shows both).
+pub fn origin_entry_points(origin: &ScriptOrigin) -> Result<Vec<&'static str>, PolicyError> {
+    let source = origin.source()?;
+    let (label, text) = (source.label, source.text);
     let sandbox = Sandbox::new(PolicyLimits::default(), Arc::new(MemoryRateLimiter::new()))?;
     let script = sandbox.load(&label, &text)?;
     let mut found = Vec::new();

@@ -44,8 +44,8 @@ pub struct PolicyEngine {
     id: u64,
     /// Per-thread caches hold a `Weak` of this to notice that the engine is gone.
     alive: Arc<()>,
-    access_path: PathBuf,
-    moderation_path: PathBuf,
+    access: ScriptOrigin,
+    moderation: ScriptOrigin,
     limits: PolicyLimits,
     rate_limiter: Arc<dyn RateLimiter>,
     /// The last good scripts. Replaced whole by a successful reload.
@@ -59,8 +59,8 @@ pub struct PolicyEngine {
 impl std::fmt::Debug for PolicyEngine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PolicyEngine")
-            .field("access_path", &self.access_path)
-            .field("moderation_path", &self.moderation_path)
+            .field("access", &self.access)
+            .field("moderation", &self.moderation)
             .field("limits", &self.limits)
             .field("generation", &self.generation())
             .finish_non_exhaustive()
@@ -76,22 +76,35 @@ impl PolicyEngine {
         limits: PolicyLimits,
         rate_limiter: Arc<dyn RateLimiter>,
     ) -> Result<PolicyEngine, PolicyError> {
+        Self::load_scripts(
+            ScriptOrigin::File(access_path.to_owned()),
+            ScriptOrigin::File(moderation_path.to_owned()),
+            limits,
+            rate_limiter,
+        )
+    }
+
+    /// Like [`PolicyEngine::load`], each script from a file or compiled in
+    /// ([`ScriptOrigin::builtin_access`], [`ScriptOrigin::builtin_moderation`]). Compiled-in
+    /// scripts never change, so only files are watched and reloaded.
+    pub fn load_scripts(
+        access: ScriptOrigin,
+        moderation: ScriptOrigin,
+        limits: PolicyLimits,
+        rate_limiter: Arc<dyn RateLimiter>,
+    ) -> Result<PolicyEngine, PolicyError> {
         let set = ScriptSet {
             generation: 1,
-            access: read_source(access_path)?,
-            moderation: read_source(moderation_path)?,
+            access: access.source()?,
+            moderation: moderation.source()?,
         };
         Rulebook::build(&set, limits, Arc::clone(&rate_limiter))?;
-        tracing::info!(
-            access = %access_path.display(),
-            moderation = %moderation_path.display(),
-            "policy scripts loaded"
-        );
+        tracing::info!(%access, %moderation, "policy scripts loaded");
         Ok(PolicyEngine {
             id: NEXT_ENGINE_ID.fetch_add(1, Ordering::Relaxed),
             alive: Arc::new(()),
-            access_path: access_path.to_owned(),
-            moderation_path: moderation_path.to_owned(),
+            access,
+            moderation,
             limits,
             rate_limiter,
             generation: AtomicU64::new(set.generation),
@@ -114,8 +127,10 @@ impl PolicyEngine {
     /// Re-reads and reloads both files. On failure the last good scripts stay in force, a
     /// warning is logged and the error returned.
     pub fn reload(&self) -> Result<(), PolicyError> {
-        let sources = read_source(&self.access_path)
-            .and_then(|access| Ok((access, read_source(&self.moderation_path)?)));
+        let sources = self
+            .access
+            .source()
+            .and_then(|access| Ok((access, self.moderation.source()?)));
         match sources {
             Ok((access, moderation)) => self.install(access, moderation).map(|_| ()),
             Err(err) => {
@@ -147,12 +162,12 @@ impl PolicyEngine {
         self.generation.load(Ordering::Acquire)
     }
 
-    pub fn access_path(&self) -> &Path {
-        &self.access_path
+    pub fn access(&self) -> &ScriptOrigin {
+        &self.access
     }
 
-    pub fn moderation_path(&self) -> &Path {
-        &self.moderation_path
+    pub fn moderation(&self) -> &ScriptOrigin {
+        &self.moderation
     }
 
     pub fn limits(&self) -> PolicyLimits {
@@ -183,8 +198,8 @@ impl PolicyEngine {
         self.generation.store(generation, Ordering::Release);
         tracing::info!(
             generation,
-            access = %self.access_path.display(),
-            moderation = %self.moderation_path.display(),
+            access = %self.access,
+            moderation = %self.moderation,
             "policy scripts reloaded"
         );
         Ok(generation)
@@ -236,15 +251,63 @@ impl PolicyEngine {
     }
 }
 
-fn read_source(path: &Path) -> Result<Source, PolicyError> {
-    let text = fs::read_to_string(path).map_err(|source| PolicyError::Read {
-        path: path.to_owned(),
-        source,
-    })?;
-    Ok(Source {
-        label: path.display().to_string(),
-        text: text.into(),
-    })
+/// Where a script comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScriptOrigin {
+    /// A file, watched and reloaded.
+    File(PathBuf),
+    /// Compiled into the binary (the default rulebooks, used when no file is configured
+    /// and the default paths do not exist).
+    BuiltIn {
+        name: &'static str,
+        text: &'static str,
+    },
+}
+
+impl ScriptOrigin {
+    /// The default `policies/access.lua`, as compiled in.
+    pub fn builtin_access() -> ScriptOrigin {
+        ScriptOrigin::BuiltIn {
+            name: "access.lua",
+            text: include_str!("../../access.lua"),
+        }
+    }
+
+    /// The default `policies/moderation.lua`, as compiled in.
+    pub fn builtin_moderation() -> ScriptOrigin {
+        ScriptOrigin::BuiltIn {
+            name: "moderation.lua",
+            text: include_str!("../../moderation.lua"),
+        }
+    }
+
+    /// The current text.
+    fn read(&self) -> std::io::Result<String> {
+        match self {
+            ScriptOrigin::File(path) => fs::read_to_string(path),
+            ScriptOrigin::BuiltIn { text, .. } => Ok((*text).to_owned()),
+        }
+    }
+
+    pub(crate) fn source(&self) -> Result<Source, PolicyError> {
+        let text = self.read().map_err(|cause| PolicyError::Read {
+            script: self.to_string(),
+            cause,
+        })?;
+        Ok(Source {
+            label: self.to_string(),
+            text: text.into(),
+        })
+    }
+}
+
+impl std::fmt::Display for ScriptOrigin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ScriptOrigin::File(path) => write!(f, "{}", path.display()),
+            ScriptOrigin::BuiltIn { name, .. } => write!(f, "built-in {name}"),
+        }
+    }
 }
 
 fn watch_loop(weak: Weak<PolicyEngine>, poll: Duration, mut seen: (String, String)) {
@@ -259,8 +322,10 @@ fn watch_loop(weak: Weak<PolicyEngine>, poll: Duration, mut seen: (String, Strin
             tracing::debug!("policy engine dropped; watcher stops");
             return;
         };
-        let on_disk = fs::read_to_string(&engine.access_path)
-            .and_then(|access| Ok((access, fs::read_to_string(&engine.moderation_path)?)));
+        let on_disk = engine
+            .access
+            .read()
+            .and_then(|access| Ok((access, engine.moderation.read()?)));
         let on_disk = match on_disk {
             Ok(contents) => {
                 read_error_logged = false;
@@ -290,11 +355,11 @@ fn watch_loop(weak: Weak<PolicyEngine>, poll: Duration, mut seen: (String, Strin
             continue; // already loaded (e.g. by a SIGHUP reload)
         }
         let access = Source {
-            label: engine.access_path.display().to_string(),
+            label: engine.access.to_string(),
             text: seen.0.as_str().into(),
         };
         let moderation = Source {
-            label: engine.moderation_path.display().to_string(),
+            label: engine.moderation.to_string(),
             text: seen.1.as_str().into(),
         };
         // `install` logs the outcome either way.

@@ -9,11 +9,11 @@ use std::path::PathBuf;
 #[non_exhaustive]
 pub enum PolicyError {
     /// A script file could not be read.
-    #[error("cannot read policy script {}: {source}", path.display())]
+    #[error("cannot read policy script {script}: {cause}")]
     Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        script: String,
+        /// In the message, not a `#[source]`: a cause chain would print it twice.
+        cause: std::io::Error,
     },
 
     /// A script did not compile, or its main chunk raised an error.

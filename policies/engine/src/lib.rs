@@ -46,8 +46,8 @@ mod sandbox;
 mod strlib;
 mod verdict;
 
-pub use check::{check_script, script_entry_points, ENTRY_POINTS};
-pub use engine::PolicyEngine;
+pub use check::{check_script, origin_entry_points, script_entry_points, ENTRY_POINTS};
+pub use engine::{PolicyEngine, ScriptOrigin};
 pub use error::PolicyError;
 pub use facts::{
     Action, ActorFacts, ChannelFacts, CommunityFacts, EventFacts, ReadRequest, WriteRequest,

@@ -137,7 +137,7 @@ fn endless_main_chunk_fails_to_load() {
 fn budget_is_per_check_not_cumulative() {
     // About half the budget per call: fine every time, because each check starts afresh.
     let access = "function can_write(req) local n = 0 for i = 1, 100000 do n = n + i end return buzz.allow() end";
-    let (_scripts, engine) = engine_with_access(access);
+    let (_scripts, engine) = common::engine_with_access_limits(access, common::budget_limits());
     for i in 0..50 {
         let verdict = engine.check_write(&message_request());
         assert_eq!(verdict.ok(), Some(Verdict::Allow), "call {i}");
