@@ -481,11 +481,11 @@ mod tests {
 
     #[test]
     fn plugin_sections_are_checked_against_the_catalog() {
-        let err = load(Some("[plugins.artifacts]\nenabled = true\n"), &[])
+        let err = load(Some("[plugins.nonesuch]\nenabled = true\n"), &[])
             .expect_err("an unbuilt plugin must refuse");
         let text = format!("{err:#}");
         assert!(
-            text.contains("artifacts") && text.contains("built: sample"),
+            text.contains("nonesuch") && text.contains("built: sample"),
             "{text}"
         );
 

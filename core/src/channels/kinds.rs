@@ -1,4 +1,4 @@
-//! Which kinds mean what in a community (DESIGN.md "Channels").
+//! Which kinds mean what in a community (NIP-29-shaped channels, community moderation).
 
 /// Conversation messages: the kinds that get thread metadata.
 pub const CONVERSATION: [u32; 4] = [9, 40_002, 45_001, 45_003];

@@ -10,7 +10,7 @@ use super::admin::AdminPanel;
 use super::{Plugin, Services};
 use crate::config::PluginSection;
 use crate::error::Reason;
-use crate::store::{Conn, MigrationSet};
+use crate::store::{Conn, EmbeddedMigrations, MigrationSet};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -29,8 +29,8 @@ use std::sync::Arc;
 /// ```
 #[derive(Clone, Copy)]
 pub struct PluginMigrations {
-    pub sqlite: &'static diesel_migrations::EmbeddedMigrations,
-    pub postgres: &'static diesel_migrations::EmbeddedMigrations,
+    pub sqlite: &'static EmbeddedMigrations,
+    pub postgres: &'static EmbeddedMigrations,
 }
 
 /// Everything about a plugin that is known without running it.
@@ -73,6 +73,9 @@ pub trait PluginManifest: 'static {
     fn build(config: Self::Config, services: &Services) -> anyhow::Result<Arc<dyn Plugin>>;
 }
 
+/// A section's keys besides `enabled`, as read.
+type Options = Map<String, Value>;
+
 /// A [`PluginManifest`] with its types erased, so plugins of different config types sit in
 /// one list.
 #[derive(Clone)]
@@ -82,8 +85,8 @@ pub struct PluginEntry {
     pub env_aliases: &'static [(&'static str, &'static str)],
     pub reserved_kinds: &'static [u32],
     pub migrations: Option<PluginMigrations>,
-    options: fn(&Map<String, Value>) -> anyhow::Result<Map<String, Value>>,
-    build: fn(&Map<String, Value>, &Services) -> anyhow::Result<Arc<dyn Plugin>>,
+    options: fn(&Options) -> anyhow::Result<Options>,
+    build: fn(&Options, &Services) -> anyhow::Result<Arc<dyn Plugin>>,
     admin_panel: fn(&Map<String, Value>, &mut Conn<'_>) -> Result<AdminPanel, Reason>,
 }
 

@@ -136,7 +136,7 @@ impl<'t, 'c> Tx<'t, 'c> {
 pub enum QueryAnswer {
     /// Events, in the order the plugin wants them on the wire.
     Events(Vec<Event>),
-    /// A JSON object (`POST /query` only, e.g. snapshot actions). On WebSocket it is
+    /// A JSON object (`POST /query` only: actions that answer a document, not events). On WebSocket it is
     /// refused with `CLOSED invalid:` naming the HTTP bridge.
     Object(Value),
 }

@@ -29,7 +29,7 @@ pub enum RouteAuth {
 #[derive(Clone)]
 pub struct Route {
     pub method: RouteMethod,
-    /// Path as mounted, e.g. `/hello/stats`.
+    /// Path as mounted, e.g. `/myplugin/stats`.
     pub path: String,
     pub auth: RouteAuth,
     pub handler: Arc<dyn RouteHandler>,

@@ -21,6 +21,7 @@ mod writer;
 pub use conn::{Backend, Conn};
 pub use diesel::pg::PgConnection;
 pub use diesel::sqlite::SqliteConnection;
+pub use diesel_migrations::EmbeddedMigrations;
 pub use events::{
     apply_deletion, event_channel, insert_event, replace_relay_event, soft_delete_event,
     DeletedRow, InsertOutcome,

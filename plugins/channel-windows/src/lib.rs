@@ -1,4 +1,4 @@
-//! `channel_windows`: NIP-CW channel and thread windows (spec: `spec/NIP-CW.md`).
+//! `channel_windows`: NIP-CW channel and thread windows.
 //!
 //! The plugin claims four kinds of extended NIP-01 filter and answers them with ordinary
 //! signed events, on `POST /query` and WebSocket `REQ` alike (both reach

@@ -1,0 +1,164 @@
+//! ARCHITECTURE.md's layering invariants, checked by reading the source tree:
+//!
+//! - core knows no plugin: no plugin's name appears anywhere under `core/`;
+//! - only `core/src/store` (and plugins, through `Conn`) speak SQL: `diesel` appears in
+//!   no other non-plugin source (core's test kit, feature-gated, seeds fixtures);
+//! - only `core/src/http` touches actix;
+//! - the repository's docs and code never point at files that are not in it.
+
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Every `.rs` and `.md` file under `dir`, skipping build output.
+fn files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = entry.file_name();
+        if name == "target" || name == ".git" {
+            continue;
+        }
+        if path.is_dir() {
+            files(&path, out);
+        } else if matches!(
+            path.extension().and_then(|e| e.to_str()),
+            Some("rs" | "md" | "toml")
+        ) {
+            out.push(path);
+        }
+    }
+}
+
+fn relative(path: &Path) -> String {
+    path.strip_prefix(root())
+        .unwrap_or(path)
+        .display()
+        .to_string()
+}
+
+/// (file, line number, line) of every line under `dirs` that contains `needle`.
+fn occurrences(dirs: &[&str], needle: &str, exts: &[&str]) -> Vec<String> {
+    let mut all = Vec::new();
+    for dir in dirs {
+        files(&root().join(dir), &mut all);
+    }
+    let mut hits = Vec::new();
+    for path in all {
+        let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+        if !exts.contains(&ext) {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        for (n, line) in text.lines().enumerate() {
+            if line.contains(needle) {
+                hits.push(format!("{}:{}: {}", relative(&path), n + 1, line.trim()));
+            }
+        }
+    }
+    hits
+}
+
+#[test]
+fn core_knows_no_plugin() {
+    let mut names: Vec<&str> = buzz_relay::catalog()
+        .entries()
+        .iter()
+        .map(|e| e.name)
+        .collect();
+    // Plugins that are coming or live outside this binary must not be named either.
+    names.extend([
+        "buzz_example_hello",
+        "artifacts",
+        "snapshot",
+        "read_state",
+        "buzz_v1",
+    ]);
+    let mut hits = Vec::new();
+    for name in names {
+        hits.extend(occurrences(&["core"], name, &["rs", "toml", "md"]));
+    }
+    assert!(hits.is_empty(), "core names a plugin:\n{}", hits.join("\n"));
+}
+
+#[test]
+fn only_store_speaks_sql() {
+    let hits: Vec<String> = occurrences(
+        &[
+            "core/src",
+            "src",
+            "admin-tui",
+            "examples/window-bench",
+            "examples/window-client",
+            "examples/ingest-bench",
+            "examples/interop",
+        ],
+        "diesel",
+        &["rs", "toml"],
+    )
+    .into_iter()
+    .filter(|hit| {
+        !(hit.starts_with("core/src/store/")
+            || hit.starts_with("core/src/testkit/")
+            // Doc comments may mention it.
+            || hit.contains("//"))
+    })
+    .collect();
+    assert!(
+        hits.is_empty(),
+        "diesel outside core/src/store:\n{}",
+        hits.join("\n")
+    );
+}
+
+#[test]
+fn only_http_touches_actix() {
+    let mut hits = Vec::new();
+    for crate_name in [
+        "actix_web",
+        "actix-web",
+        "actix_ws",
+        "actix-ws",
+        "actix_rt",
+        "actix-rt",
+    ] {
+        hits.extend(occurrences(
+            &["core/src", "src", "admin-tui", "plugins", "examples"],
+            crate_name,
+            &["rs", "toml"],
+        ));
+    }
+    hits.retain(|hit| !hit.starts_with("core/src/http/") && !hit.contains("//"));
+    assert!(
+        hits.is_empty(),
+        "actix outside core/src/http:\n{}",
+        hits.join("\n")
+    );
+}
+
+#[test]
+fn docs_point_only_at_files_in_the_repository() {
+    let mut hits = Vec::new();
+    for needle in [
+        "DESIGN.md",
+        "spec/NIP",
+        "spec/buzz",
+        "spec/bridge",
+        "../shared",
+    ] {
+        hits.extend(occurrences(&["."], needle, &["rs", "md", "toml"]));
+    }
+    // This file names them to forbid them.
+    hits.retain(|hit| !hit.starts_with("tests/layering.rs"));
+    assert!(
+        hits.is_empty(),
+        "references to files outside the repository:\n{}",
+        hits.join("\n")
+    );
+}
