@@ -189,7 +189,7 @@ impl RelayBuilder {
         };
         let background = plugins
             .iter()
-            .flat_map(|plugin| plugin.background())
+            .flat_map(|plugin| plugin.clone().background())
             .map(tokio::spawn)
             .collect();
         tracing::info!(

@@ -193,7 +193,7 @@ pub trait Plugin: Send + Sync + 'static {
     }
 
     /// Long-running tasks, started once after the relay is up and aborted when it stops.
-    fn background(&self) -> Vec<BoxFuture<'static, ()>> {
+    fn background(self: Arc<Self>) -> Vec<BoxFuture<'static, ()>> {
         Vec::new()
     }
 }

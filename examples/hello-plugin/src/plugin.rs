@@ -177,27 +177,17 @@ impl Plugin for Hello {
         crate::routes::routes(self)
     }
 
-    fn background(&self) -> Vec<BoxFuture<'static, ()>> {
+    fn background(self: Arc<Self>) -> Vec<BoxFuture<'static, ()>> {
         let Some(every) = self.heartbeat else {
             return Vec::new();
-        };
-        let hello = Hello {
-            banned: Vec::new(),
-            milestone: 0,
-            heartbeat: None,
-            store: self.store.clone(),
-            relay_keys: self.relay_keys.clone(),
-            clock: self.clock.clone(),
-            bus: self.bus.clone(),
-            communities: self.communities.clone(),
         };
         vec![Box::pin(async move {
             let mut ticks = tokio::time::interval(every);
             ticks.tick().await;
             loop {
                 ticks.tick().await;
-                for &community in &hello.communities {
-                    if let Err(err) = hello.publish_stats(community).await {
+                for &community in &self.communities {
+                    if let Err(err) = self.publish_stats(community).await {
                         tracing::warn!(error = %err, "hello: heartbeat not delivered");
                     }
                 }
