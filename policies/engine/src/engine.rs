@@ -14,6 +14,7 @@ use crate::facts::{ReadRequest, WriteRequest};
 use crate::limits::PolicyLimits;
 use crate::rate_limit::RateLimiter;
 use crate::rulebook::{Rulebook, ScriptSet, Source};
+use crate::shadow::{Shadow, ShadowCounts};
 use crate::verdict::Verdict;
 
 /// Distinguishes engines in the per-thread caches.
@@ -54,6 +55,8 @@ pub struct PolicyEngine {
     generation: AtomicU64,
     /// Serializes reloads (SIGHUP, the watcher and explicit calls may overlap).
     reload_lock: Mutex<()>,
+    /// A candidate rulebook compared on live traffic (shadow mode), if any.
+    shadow: Option<Shadow>,
 }
 
 impl std::fmt::Debug for PolicyEngine {
@@ -110,18 +113,45 @@ impl PolicyEngine {
             generation: AtomicU64::new(set.generation),
             current: RwLock::new(Arc::new(set)),
             reload_lock: Mutex::new(()),
+            shadow: None,
         })
     }
 
     /// A write: `moderate(req)` (moderation.lua) first, then `can_write(req)` (access.lua);
     /// the first deny wins. A missing entry point allows.
     pub fn check_write(&self, req: &WriteRequest) -> Result<Verdict, PolicyError> {
-        self.with_rulebook(|rulebook| rulebook.check_write(req))
+        let result = self.with_rulebook(|rulebook| rulebook.check_write(req));
+        if let Some(shadow) = &self.shadow {
+            shadow.offer_write(req, &result);
+        }
+        result
+    }
+
+    /// Run `candidate` in shadow mode beside this engine: it sees a copy of every check
+    /// and decides nothing; disagreements are counted ([`PolicyEngine::shadow_counts`])
+    /// and logged under `label`. Give the candidate its own rate limiter.
+    pub fn with_shadow(
+        mut self,
+        candidate: PolicyEngine,
+        label: String,
+    ) -> Result<Self, PolicyError> {
+        let shadow = Shadow::start(candidate, label).map_err(PolicyError::Thread)?;
+        self.shadow = Some(shadow);
+        Ok(self)
+    }
+
+    /// Shadow-mode counts, when a candidate runs beside this engine.
+    pub fn shadow_counts(&self) -> Option<ShadowCounts> {
+        self.shadow.as_ref().map(|s| s.stats().counts())
     }
 
     /// A read: `can_read(req)` (access.lua). A missing entry point allows.
     pub fn check_read(&self, req: &ReadRequest) -> Result<Verdict, PolicyError> {
-        self.with_rulebook(|rulebook| rulebook.check_read(req))
+        let result = self.with_rulebook(|rulebook| rulebook.check_read(req));
+        if let Some(shadow) = &self.shadow {
+            shadow.offer_read(req, &result);
+        }
+        result
     }
 
     /// Re-reads and reloads both files. On failure the last good scripts stay in force, a

@@ -101,6 +101,10 @@ pub enum PolicyError {
         source: Box<mlua::Error>,
     },
 
+    /// A worker thread (shadow mode) could not be started.
+    #[error("cannot start a policy thread: {0}")]
+    Thread(std::io::Error),
+
     /// A fixture file could not be read or parsed.
     #[error("fixture file {}: {message}", path.display())]
     Fixture { path: PathBuf, message: String },

@@ -43,6 +43,7 @@ mod redis_limiter;
 mod req;
 mod rulebook;
 mod sandbox;
+mod shadow;
 mod strlib;
 mod verdict;
 
@@ -56,4 +57,5 @@ pub use fixtures::{run_fixtures, CaseResult, FixtureOptions, FixtureReport};
 pub use limits::PolicyLimits;
 pub use rate_limit::{MemoryRateLimiter, RateLimiter};
 pub use redis_limiter::RedisRateLimiter;
+pub use shadow::ShadowCounts;
 pub use verdict::{DenyKind, UnknownDenyKind, Verdict};
