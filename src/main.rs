@@ -2,10 +2,12 @@
 //! (`lib.rs`) and runs the relay, or one of the operator commands.
 
 use anyhow::Context;
+use buzz_core::access::CommunityScripts;
 use buzz_core::config::Settings;
 use buzz_core::plugin::PluginCatalog;
 use buzz_core::relay::RelayBuilder;
 use buzz_core::store::Store;
+use buzz_policy::ScriptOrigin;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
@@ -51,8 +53,9 @@ enum Command {
 
 #[derive(Subcommand)]
 enum PolicyCommand {
-    /// Load a policy script in the sandbox and check its entry points.
-    Check { file: PathBuf },
+    /// Load a policy script in the sandbox and check its entry points; without FILE,
+    /// every script of every community in the configuration.
+    Check { file: Option<PathBuf> },
     /// Run data-driven fixtures (event/context → expected verdict) against the policies.
     Test {
         fixtures: PathBuf,
@@ -62,6 +65,9 @@ enum PolicyCommand {
         /// Moderation script to test instead of the fixture's own set.
         #[arg(long)]
         moderation: Option<PathBuf>,
+        /// Test the scripts this community runs (from the configuration).
+        #[arg(long, conflicts_with_all = ["access", "moderation"])]
+        community: Option<String>,
     },
 }
 
@@ -93,10 +99,10 @@ fn main() -> std::process::ExitCode {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
-    if let Some(Command::Policy { action }) = cli.command {
-        return policy(action);
-    }
     let catalog = buzz_relay::catalog();
+    if let Some(Command::Policy { action }) = cli.command {
+        return policy(action, cli.config.as_deref(), &catalog);
+    }
     let settings = Settings::load(cli.config.as_deref(), &catalog)?;
     match cli.command {
         Some(Command::Migrate { status }) => migrate(&settings, &catalog, status).await,
@@ -107,19 +113,52 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
-fn policy(action: PolicyCommand) -> anyhow::Result<()> {
+fn policy(
+    action: PolicyCommand,
+    config: Option<&std::path::Path>,
+    catalog: &PluginCatalog,
+) -> anyhow::Result<()> {
     match action {
-        PolicyCommand::Check { file } => {
+        PolicyCommand::Check { file: Some(file) } => {
             let entry_points = buzz_policy::script_entry_points(&file)
                 .with_context(|| format!("{} is not a usable policy", file.display()))?;
             println!("{}: ok ({})", file.display(), entry_points.join(", "));
             Ok(())
         }
+        PolicyCommand::Check { file: None } => {
+            let settings = Settings::load(config, catalog)?;
+            let mut broken = 0;
+            for community in &settings.communities {
+                let scripts = CommunityScripts::resolve(&settings, community);
+                for (role, origin) in scripts.listing() {
+                    match buzz_policy::origin_entry_points(origin) {
+                        Ok(entries) => println!(
+                            "{} {role}: {origin}: ok ({})",
+                            scripts.host,
+                            entries.join(", ")
+                        ),
+                        Err(err) => {
+                            broken += 1;
+                            println!("{} {role}: {origin}: BROKEN: {err}", scripts.host);
+                        }
+                    }
+                }
+            }
+            match broken {
+                0 => Ok(()),
+                n => anyhow::bail!("{n} policy script(s) do not load"),
+            }
+        }
         PolicyCommand::Test {
             fixtures,
             access,
             moderation,
+            community,
         } => {
+            let (access, moderation) = match community {
+                None => (access, moderation),
+                Some(host) => community_files(config, catalog, &host)?,
+            };
             let options = buzz_policy::FixtureOptions {
                 access,
                 moderation,
@@ -141,6 +180,38 @@ fn policy(action: PolicyCommand) -> anyhow::Result<()> {
             }
         }
     }
+}
+
+/// The script files community `host` runs. A compiled-in default has no file: the
+/// fixtures' own default set (the shipped scripts) tests it.
+fn community_files(
+    config: Option<&std::path::Path>,
+    catalog: &PluginCatalog,
+    host: &str,
+) -> anyhow::Result<(Option<PathBuf>, Option<PathBuf>)> {
+    let settings = Settings::load(config, catalog)?;
+    let wanted = buzz_core::community::normalize_host(host);
+    let community = settings
+        .communities
+        .iter()
+        .find(|c| buzz_core::community::normalize_host(&c.host) == wanted)
+        .ok_or_else(|| {
+            let known: Vec<&str> = settings
+                .communities
+                .iter()
+                .map(|c| c.host.as_str())
+                .collect();
+            anyhow::anyhow!(
+                "no community {host} in the configuration (known: {})",
+                known.join(", ")
+            )
+        })?;
+    let scripts = CommunityScripts::resolve(&settings, community);
+    let file = |origin: &ScriptOrigin| match origin {
+        ScriptOrigin::File(path) => Some(path.clone()),
+        ScriptOrigin::BuiltIn { .. } => None,
+    };
+    Ok((file(&scripts.access), file(&scripts.moderation)))
 }
 
 async fn serve(settings: Settings, catalog: PluginCatalog) -> anyhow::Result<()> {

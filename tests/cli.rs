@@ -281,3 +281,168 @@ fn a_missing_named_policy_refuses_and_paths_resolve_against_the_config_file() {
         "the database lives beside the config file"
     );
 }
+
+/// SIGTERM stops the relay promptly even while policy calls are being attacked (the
+/// issue's `__close` trick and a quadratic pattern, on live connections).
+#[cfg(unix)]
+#[test]
+fn sigterm_exits_promptly_during_a_policy_attack() {
+    use buzz_core::keys::Keys;
+    use buzz_core::testkit::{now, WsClient};
+    use std::io::BufRead;
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let policies = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("policies");
+    let mut moderation = std::fs::read_to_string(policies.join("moderation.lua")).expect("read");
+    moderation.push_str(
+        "\nlocal base_moderate = moderate\nfunction moderate(req)\n\
+         if req.event.content == 'close' then\n\
+           local x <close> = setmetatable({}, {__close = function() while true do end end})\n\
+           while true do end\n\
+         end\n\
+         if req.event.content:find(\"https?://[^%s]-%.exe\") then return buzz.deny(\"blocked\", \"exe\") end\n\
+         return base_moderate(req)\nend\n",
+    );
+    std::fs::write(dir.path().join("moderation.lua"), moderation).expect("moderation");
+    std::fs::write(
+        dir.path().join("config.toml"),
+        format!(
+            "[server]\nbind = \"127.0.0.1:0\"\n[policies]\naccess = \"{}\"\nmoderation = \"moderation.lua\"\n",
+            policies.join("access.lua").display()
+        ),
+    )
+    .expect("config");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_buzz-relay"))
+        .current_dir(dir.path())
+        .env_remove("DATABASE_URL")
+        .env("RUST_LOG", "info")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start buzz-relay");
+    let stderr = child.stderr.take().expect("stderr");
+    let (lines, seen) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if lines.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    // The bound address is in the "relay listening on ws://ADDR" line.
+    let addr = loop {
+        let line = seen
+            .recv_timeout(std::time::Duration::from_secs(30))
+            .expect("the relay starts");
+        if let Some(rest) = line.split("relay listening on ws://").nth(1) {
+            let addr = rest.split_whitespace().next().expect("address");
+            break addr
+                .parse::<std::net::SocketAddr>()
+                .expect("socket address");
+        }
+    };
+
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    runtime.block_on(async {
+        let keys = Keys::generate();
+        let attacks = ["close".to_owned(), "http://x".repeat(31_000)];
+        let mut sockets = Vec::new();
+        for content in attacks.iter().cycle().take(6) {
+            let mut ws = WsClient::connect(addr, "localhost").await.expect("connect");
+            let event = keys.sign(1, vec![], content, now());
+            ws.send(&serde_json::json!(["EVENT", event]))
+                .await
+                .expect("send");
+            sockets.push(ws);
+        }
+        // One attack is answered (fail closed) before we signal: the attacks are running.
+        let answer = sockets[0]
+            .recv_where(|v| v[0] == "OK")
+            .await
+            .expect("an OK");
+        assert_eq!(answer[3], "error: policy failure", "{answer}");
+    });
+    let started = std::time::Instant::now();
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+    loop {
+        if let Some(exit) = child.try_wait().expect("wait") {
+            assert!(exit.success(), "{exit:?}");
+            break;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "still running {:?} after SIGTERM",
+            started.elapsed()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// `policy check` without a file lists every community's scripts; `policy test
+/// --community` runs fixtures against that community's own scripts.
+#[test]
+fn policy_commands_work_per_community() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    std::fs::write(
+        dir.path().join("broken.lua"),
+        "function can_write(req) return (",
+    )
+    .expect("write");
+    std::fs::write(
+        dir.path().join("config.toml"),
+        format!(
+            "[policies]\naccess = \"{access}\"\nmoderation = \"{moderation}\"\n\
+             [[communities]]\nhost = \"localhost\"\nname = \"Local\"\n\
+             [[communities]]\nhost = \"acme.example\"\nname = \"Acme\"\n\
+             policies = {{ access = \"broken.lua\" }}\n",
+            access = root.join("policies/access.lua").display(),
+            moderation = root.join("policies/moderation.lua").display(),
+        ),
+    )
+    .expect("config");
+    let config = dir.path().join("config.toml");
+    let (ok, text) = relay(&config, &["policy", "check"]);
+    assert!(!ok, "a broken community script fails the check: {text}");
+    assert!(
+        text.contains("localhost access:") && text.contains("ok (can_read, can_write)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("acme.example access:") && text.contains("BROKEN"),
+        "{text}"
+    );
+    assert!(
+        text.contains("acme.example moderation:")
+            && !text.contains("acme.example moderation: BROKEN"),
+        "{text}"
+    );
+
+    let fixtures = root.join("policies/fixtures/default.json");
+    let fixtures = fixtures.to_str().expect("utf-8");
+    let (ok, text) = relay(
+        &config,
+        &["policy", "test", fixtures, "--community", "localhost"],
+    );
+    assert!(ok && text.contains("0 failed"), "{text}");
+    let (ok, text) = relay(
+        &config,
+        &["policy", "test", fixtures, "--community", "acme.example"],
+    );
+    assert!(!ok, "acme's broken access.lua fails its fixtures: {text}");
+    let (ok, text) = relay(
+        &config,
+        &["policy", "test", fixtures, "--community", "nowhere.example"],
+    );
+    assert!(
+        !ok && text.contains("no community nowhere.example"),
+        "{text}"
+    );
+}

@@ -2,12 +2,12 @@
 //! UI can draw the same [`Report`].
 
 use anyhow::Context;
+use buzz_core::access::CommunityScripts;
 use buzz_core::config::Settings;
 use buzz_core::plugin::{AdminPanel, PluginCatalog};
 use buzz_core::store::{
     community_stats, recorded_identity, CommunityStats as CommunityStatus, MigrationStatus, Store,
 };
-use buzz_policy::ScriptOrigin;
 use std::fmt;
 
 /// A policy script and whether it loads.
@@ -85,35 +85,24 @@ impl Report {
                 }
             })
             .collect();
-        let p = &settings.policies;
-        let policies = p.enabled.then(|| {
-            [
-                (
-                    &p.access,
-                    p.access_is_default,
-                    ScriptOrigin::builtin_access(),
-                ),
-                (
-                    &p.moderation,
-                    p.moderation_is_default,
-                    ScriptOrigin::builtin_moderation(),
-                ),
-            ]
-            .into_iter()
-            .map(|(path, is_default, builtin)| {
-                // What the relay runs: a default path that does not exist means the
-                // compiled-in script.
-                let origin = if is_default && !path.exists() {
-                    builtin
-                } else {
-                    ScriptOrigin::File(path.clone())
-                };
-                PolicyStatus {
-                    path: origin.to_string(),
-                    verdict: buzz_policy::origin_entry_points(&origin).map_err(|e| e.to_string()),
-                }
-            })
-            .collect()
+        // What each community runs (its own scripts, else [policies], else compiled in).
+        let policies = settings.policies.enabled.then(|| {
+            settings
+                .communities
+                .iter()
+                .flat_map(|community| {
+                    let scripts = CommunityScripts::resolve(settings, community);
+                    scripts
+                        .listing()
+                        .into_iter()
+                        .map(|(role, origin)| PolicyStatus {
+                            path: format!("{} {role}: {origin}", scripts.host),
+                            verdict: buzz_policy::origin_entry_points(origin)
+                                .map_err(|e| e.to_string()),
+                        })
+                        .collect::<Vec<_>>()
+                })
+                .collect()
         });
         Ok(Report {
             database: redact(url),
@@ -203,14 +192,14 @@ impl fmt::Display for Report {
                 }
             }
         }
-        writeln!(f, "policies")?;
+        writeln!(f, "policies (per community)")?;
         match &self.policies {
             None => writeln!(f, "  disabled")?,
             Some(list) => {
                 for p in list {
                     match &p.verdict {
-                        Ok(entries) => writeln!(f, "  {:<40} ok ({})", p.path, entries.join(", "))?,
-                        Err(e) => writeln!(f, "  {:<40} BROKEN: {e}", p.path)?,
+                        Ok(entries) => writeln!(f, "  {:<56} ok ({})", p.path, entries.join(", "))?,
+                        Err(e) => writeln!(f, "  {:<56} BROKEN: {e}", p.path)?,
                     }
                 }
             }

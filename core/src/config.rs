@@ -72,6 +72,36 @@ pub struct CommunitySettings {
     pub owners: Vec<String>,
     #[serde(default = "yes")]
     pub open: bool,
+    /// This community's own scripts; what it leaves out comes from `[policies]`.
+    #[serde(default)]
+    pub policies: CommunityPolicyFiles,
+}
+
+/// `policies = { access = "...", moderation = "...", shadow_access = "...",
+/// shadow_moderation = "..." }` in a `[[communities]]` entry. The `shadow_*` scripts run
+/// beside the enforced ones on live traffic and decide nothing (shadow mode).
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct CommunityPolicyFiles {
+    pub access: Option<PathBuf>,
+    pub moderation: Option<PathBuf>,
+    pub shadow_access: Option<PathBuf>,
+    pub shadow_moderation: Option<PathBuf>,
+}
+
+impl CommunityPolicyFiles {
+    pub fn has_shadow(&self) -> bool {
+        self.shadow_access.is_some() || self.shadow_moderation.is_some()
+    }
+
+    fn paths_mut(&mut self) -> [&mut Option<PathBuf>; 4] {
+        [
+            &mut self.access,
+            &mut self.moderation,
+            &mut self.shadow_access,
+            &mut self.shadow_moderation,
+        ]
+    }
 }
 
 fn yes() -> bool {
@@ -313,6 +343,12 @@ impl Settings {
                 *path = dir.join(&*path);
             }
         };
+        // Communities come from the file only: their scripts live beside it.
+        for community in &mut self.communities {
+            for path in community.policies.paths_mut().into_iter().flatten() {
+                resolve(path);
+            }
+        }
         for (section, key) in PATH_KEYS {
             if !applies(section, key) {
                 continue;

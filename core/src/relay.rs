@@ -3,7 +3,7 @@
 //! Entry point for the `buzz-relay` binary and for every integration test
 //! (`RelayBuilder::new(settings).start()` on port 0).
 
-use crate::access::AccessService;
+use crate::access::{reload_on_sighup, AccessService, CommunityPolicies};
 use crate::clock::{Clock, SystemClock};
 use crate::community::{Communities, Community};
 use crate::config::Settings;
@@ -16,9 +16,6 @@ use crate::query::QueryService;
 use crate::replay::{MemoryReplayGuard, RedisReplayGuard, ReplayGuard};
 use crate::store::Store;
 use anyhow::Context;
-use buzz_policy::{
-    MemoryRateLimiter, PolicyEngine, PolicyLimits, RateLimiter, RedisRateLimiter, ScriptOrigin,
-};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -245,85 +242,20 @@ async fn connect_shared(
     ))
 }
 
-/// Load the Lua policies (unless disabled), watch them for changes and reload on SIGHUP.
+/// Load every community's policies (unless disabled) and reload them on SIGHUP.
 fn load_policies(
     settings: &Settings,
     handle_signals: bool,
-) -> anyhow::Result<Option<Arc<PolicyEngine>>> {
-    let p = &settings.policies;
-    if !p.enabled {
+) -> anyhow::Result<Option<Arc<CommunityPolicies>>> {
+    if !settings.policies.enabled {
         tracing::warn!("policies are disabled: only core's authorship rules apply");
         return Ok(None);
     }
-    let limiter: Arc<dyn RateLimiter> = if settings.storage.redis_url.is_empty() {
-        Arc::new(MemoryRateLimiter::new())
-    } else {
-        Arc::new(
-            RedisRateLimiter::new(
-                &settings.storage.redis_url,
-                format!("{}:rate:", settings.storage.redis_prefix),
-            )
-            .context("rate limiter: storage.redis_url")?,
-        )
-    };
-    let limits = PolicyLimits {
-        instruction_budget: p.instruction_budget,
-        memory_bytes: p.memory_bytes,
-        call_timeout: std::time::Duration::from_millis(p.call_timeout_ms),
-        load_timeout: std::time::Duration::from_millis(p.load_timeout_ms),
-    };
-    let access = script_origin(&p.access, p.access_is_default, ScriptOrigin::builtin_access);
-    let moderation = script_origin(
-        &p.moderation,
-        p.moderation_is_default,
-        ScriptOrigin::builtin_moderation,
-    );
-    let engine = Arc::new(
-        PolicyEngine::load_scripts(access.clone(), moderation.clone(), limits, limiter)
-            .with_context(|| format!("loading policies {access} and {moderation}"))?,
-    );
-    engine.watch(std::time::Duration::from_millis(p.reload_poll_ms.max(50)));
-    #[cfg(unix)]
+    let policies = Arc::new(CommunityPolicies::load(settings)?);
     if handle_signals {
-        let weak = Arc::downgrade(&engine);
-        tokio::spawn(async move {
-            use tokio::signal::unix::{signal, SignalKind};
-            let Ok(mut hangups) = signal(SignalKind::hangup()) else {
-                return;
-            };
-            while hangups.recv().await.is_some() {
-                let Some(engine) = weak.upgrade() else { return };
-                match engine.reload() {
-                    Ok(()) => tracing::info!("policies reloaded on SIGHUP"),
-                    Err(e) => {
-                        tracing::warn!(error = %e, "policy reload failed; keeping the last good scripts")
-                    }
-                }
-            }
-        });
+        reload_on_sighup(&policies);
     }
-    Ok(Some(engine))
-}
-
-/// A configured script file, or — when the path is only the default and no such file
-/// exists (the relay started outside the repository, say) — the compiled-in default,
-/// said in the log. A path someone named must exist.
-fn script_origin(
-    path: &std::path::Path,
-    is_default: bool,
-    builtin: fn() -> ScriptOrigin,
-) -> ScriptOrigin {
-    if is_default && !path.exists() {
-        let origin = builtin();
-        tracing::info!(
-            missing = %path.display(),
-            using = %origin,
-            "default policy file not found; running the compiled-in default"
-        );
-        origin
-    } else {
-        ScriptOrigin::File(path.to_owned())
-    }
+    Ok(Some(policies))
 }
 
 /// A started relay.

@@ -410,6 +410,7 @@ async fn channel_ids_are_per_community(backend: TestBackend, name: &str) {
                 name: "Other".into(),
                 owners: vec![],
                 open: true,
+                policies: Default::default(),
             })
         },
         Vec::new(),

@@ -551,6 +551,7 @@ async fn communities_are_isolated(backend: TestBackend, name: &str) {
         name: "Other".into(),
         owners: Vec::new(),
         open: true,
+        policies: Default::default(),
     };
     let Some(relay) =
         TestRelay::start_with(backend, name, |s| s.communities.push(other), Vec::new()).await

@@ -12,6 +12,7 @@
 mod actions;
 mod cache;
 mod facts;
+mod policies;
 
 use crate::channels::kinds::changes_access;
 use crate::channels::kinds::COMMUNITY_ADMIN;
@@ -31,11 +32,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 pub(crate) use actions::classify;
+pub use policies::{reload_on_sighup, CommunityPolicies, CommunityScripts};
 
 pub struct AccessService {
     store: Store,
-    /// `None` when `[policies] enabled = false`: only core's transport rules apply.
-    policy: Option<Arc<PolicyEngine>>,
+    /// Each community's rulebooks; `None` when `[policies] enabled = false`: only core's
+    /// transport rules apply.
+    policies: Option<Arc<CommunityPolicies>>,
     clock: Arc<dyn Clock>,
     cache: FactsCache,
 }
@@ -55,10 +58,14 @@ fn verdict(result: Result<Verdict, buzz_policy::PolicyError>) -> Result<(), Reas
 }
 
 impl AccessService {
-    pub fn new(store: Store, policy: Option<Arc<PolicyEngine>>, clock: Arc<dyn Clock>) -> Self {
+    pub fn new(
+        store: Store,
+        policies: Option<Arc<CommunityPolicies>>,
+        clock: Arc<dyn Clock>,
+    ) -> Self {
         AccessService {
             store,
-            policy,
+            policies,
             clock,
             cache: FactsCache::default(),
         }
@@ -92,9 +99,28 @@ impl AccessService {
         });
     }
 
-    /// The policy engine's generation (changes on every reload); 0 without policies.
+    /// Changes whenever any community's scripts reload; 0 without policies.
     pub fn policy_generation(&self) -> u64 {
-        self.policy.as_ref().map_or(0, |p| p.generation())
+        self.policies.as_ref().map_or(0, |p| p.generation())
+    }
+
+    /// Shadow-mode counts of `community`, when it runs a candidate script.
+    pub fn shadow_counts(&self, community: &Community) -> Option<buzz_policy::ShadowCounts> {
+        self.policies.as_ref()?.shadow_counts(&community.host)
+    }
+
+    /// The enforced engine of `community`. Every configured community has one; a missing
+    /// one is a bug, and denies.
+    fn engine(&self, community: &Community) -> Result<Option<&Arc<PolicyEngine>>, Reason> {
+        let Some(policies) = &self.policies else {
+            return Ok(None);
+        };
+        policies.engine(&community.host).map(Some).ok_or_else(|| {
+            Reason::PolicyFailure(format!(
+                "no policies loaded for community {}",
+                community.host
+            ))
+        })
     }
 
     /// Everything about `pubkey` in `community`, cached.
@@ -156,7 +182,7 @@ impl AccessService {
                 Some(_) => {}
             }
         }
-        let Some(policy) = &self.policy else {
+        let Some(policy) = self.engine(&ctx.community)? else {
             return Ok(());
         };
         let now = self.clock.now_secs();
@@ -244,8 +270,10 @@ impl AccessService {
 
     /// One channel's read decision (true without policies).
     fn may_read(&self, person: &Person, community: &Community, row: &ChannelRow, now: i64) -> bool {
-        let Some(policy) = &self.policy else {
-            return true;
+        let policy = match self.engine(community) {
+            Ok(Some(policy)) => policy,
+            Ok(None) => return true,
+            Err(_) => return false,
         };
         let req = ReadRequest {
             actor: person.actor(Some(&row.id)),

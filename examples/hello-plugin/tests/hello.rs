@@ -37,6 +37,7 @@ async fn start_with(test: &str, enabled: bool, extra: Value) -> (TestRelay, Keys
             name: "Other".into(),
             owners: vec![],
             open: true,
+            policies: Default::default(),
         });
     };
     let relay = TestRelay::start_with(

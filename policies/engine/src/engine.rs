@@ -132,7 +132,7 @@ impl PolicyEngine {
     /// and logged under `label`. Give the candidate its own rate limiter.
     pub fn with_shadow(
         mut self,
-        candidate: PolicyEngine,
+        candidate: Arc<PolicyEngine>,
         label: String,
     ) -> Result<Self, PolicyError> {
         let shadow = Shadow::start(candidate, label).map_err(PolicyError::Thread)?;

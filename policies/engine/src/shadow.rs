@@ -88,7 +88,7 @@ pub(crate) struct Shadow {
 
 impl Shadow {
     /// Start the worker for `candidate`; `label` names it in logs (e.g. the community).
-    pub(crate) fn start(candidate: PolicyEngine, label: String) -> std::io::Result<Shadow> {
+    pub(crate) fn start(candidate: Arc<PolicyEngine>, label: String) -> std::io::Result<Shadow> {
         let (jobs, queue) = sync_channel(QUEUE);
         let stats = Arc::new(ShadowStats::default());
         let worker_stats = Arc::clone(&stats);
@@ -129,7 +129,12 @@ impl Shadow {
 }
 
 /// Runs until the enforced engine (and with it the sender) is dropped.
-fn work(candidate: PolicyEngine, queue: Receiver<Job>, stats: Arc<ShadowStats>, label: String) {
+fn work(
+    candidate: Arc<PolicyEngine>,
+    queue: Receiver<Job>,
+    stats: Arc<ShadowStats>,
+    label: String,
+) {
     for job in queue {
         let (entry, subject, enforced_text, enforced, result) = match job {
             Job::Write(req, text, decision) => {

@@ -1,5 +1,7 @@
 //! Many threads, one engine: each thread has its own Lua state and gets the right answers,
-//! also while the scripts are being reloaded.
+//! also while the scripts are being reloaded. Time limits are set far away: these tests are
+//! about answers under many threads on a busy machine, not the wall-clock bound
+//! (`bounds.rs` is).
 
 mod common;
 
@@ -7,7 +9,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use buzz_policy::{DenyKind, Verdict, WriteRequest};
-use common::{default_engine, message_request, read_request, Scripts, ALLOW_ALL_MODERATION};
+use common::{
+    budget_limits, default_engine_with, limiter, message_request, read_request, Scripts,
+    ALLOW_ALL_MODERATION,
+};
 
 /// Requests with known answers under the default policies.
 fn cases() -> Vec<(WriteRequest, Verdict)> {
@@ -46,7 +51,7 @@ fn cases() -> Vec<(WriteRequest, Verdict)> {
 
 #[test]
 fn many_threads_get_correct_answers() {
-    let engine = Arc::new(default_engine());
+    let engine = Arc::new(default_engine_with(budget_limits()));
     let cases = Arc::new(cases());
     let threads: Vec<_> = (0..8)
         .map(|t| {
@@ -83,7 +88,7 @@ fn answers_stay_consistent_during_reloads() {
         )
     };
     let scripts = Scripts::new(&version(0), ALLOW_ALL_MODERATION);
-    let engine = Arc::new(scripts.load().expect("load"));
+    let engine = Arc::new(scripts.load_with(budget_limits(), limiter()).expect("load"));
     let stop = Arc::new(AtomicBool::new(false));
     let workers: Vec<_> = (0..4)
         .map(|_| {
@@ -133,7 +138,10 @@ fn engines_do_not_share_states() {
         "function can_write(req) return buzz.deny('invalid', 'engine b') end",
         ALLOW_ALL_MODERATION,
     );
-    let (a_engine, b_engine) = (a.load().expect("a"), b.load().expect("b"));
+    let (a_engine, b_engine) = (
+        a.load_with(budget_limits(), limiter()).expect("a"),
+        b.load_with(budget_limits(), limiter()).expect("b"),
+    );
     for _ in 0..3 {
         assert_eq!(
             a_engine.check_write(&message_request()).ok(),

@@ -29,7 +29,7 @@ fn disagreements_are_counted_and_the_candidate_decides_nothing() {
                             function can_read(req) return buzz.deny('restricted', 'hidden') end\n";
     let (_candidate_scripts, candidate) = engine_with_access(candidate_access);
     let engine = enforced
-        .with_shadow(candidate, "test".into())
+        .with_shadow(std::sync::Arc::new(candidate), "test".into())
         .expect("shadow starts");
 
     let mut no = message_request();
@@ -62,7 +62,7 @@ fn a_stuck_candidate_never_slows_the_enforced_path() {
     let spin = "function can_write(req) while true do end end";
     let (_candidate_scripts, candidate) = engine_with_access(spin);
     let engine = enforced
-        .with_shadow(candidate, "test".into())
+        .with_shadow(std::sync::Arc::new(candidate), "test".into())
         .expect("shadow starts");
     // Warm the enforced state, then time checks while the candidate spins to its deadline
     // on every one of them.

@@ -96,14 +96,19 @@ pub fn default_paths() -> (PathBuf, PathBuf) {
 }
 
 pub fn default_engine() -> PolicyEngine {
+    default_engine_with(PolicyLimits::default())
+}
+
+/// The shipped scripts with `limits`.
+pub fn default_engine_with(limits: PolicyLimits) -> PolicyEngine {
     let (access, moderation) = default_paths();
-    PolicyEngine::load(
-        &access,
-        &moderation,
-        PolicyLimits::default(),
-        Arc::new(MemoryRateLimiter::new()),
-    )
-    .unwrap_or_else(|e| panic!("default policies do not load: {e}"))
+    PolicyEngine::load(&access, &moderation, limits, limiter())
+        .unwrap_or_else(|e| panic!("default policies do not load: {e}"))
+}
+
+/// A fresh in-memory rate limiter.
+pub fn limiter() -> Arc<dyn RateLimiter> {
+    Arc::new(MemoryRateLimiter::new())
 }
 
 pub const NOW: i64 = 1_700_000_000;
