@@ -7,6 +7,9 @@
 -- indistinguishable from a nonexistent one.
 local UNKNOWN = "unknown channel"
 
+-- New channels one pubkey may create per hour (community owners are exempt).
+local CHANNELS_PER_HOUR = 30
+
 -- What a guest (read-only role) may still do in a channel it can read.
 local GUEST_MAY = { delete = true }
 
@@ -88,10 +91,16 @@ function can_write(req)
   end
 
   if action == "create_channel" then
-    if community_member(req) then
-      return buzz.allow()
+    if not community_member(req) then
+      return buzz.deny("restricted", "not a member of this community")
     end
-    return buzz.deny("restricted", "not a member of this community")
+    -- Channels are cheap to make and every member's sidebar lists them: bound how fast
+    -- one pubkey can make them (owners are exempt).
+    if not actor.community_owner
+      and not buzz.rate_limit("create_channel:" .. actor.pubkey, CHANNELS_PER_HOUR, 3600) then
+      return buzz.deny("rate-limited", "too many new channels; try again later")
+    end
+    return buzz.allow()
   end
 
   if action == "join" then

@@ -98,10 +98,8 @@ impl Ingest {
             }
         }
 
-        if channels::kinds::changes_access(stored.event.kind) {
-            // Before `OK`: the author's next request must see the change.
-            self.services.access.invalidate();
-        }
+        // Before `OK`: the author's next request must see the change.
+        self.services.access.changed(&stored);
         for event in std::iter::once(&stored).chain(relay_events.iter()) {
             if let Err(err) = self.services.bus.publish(event.clone()).await {
                 // The event is durable; only live delivery failed. Say so in the log,

@@ -11,10 +11,11 @@
 
 mod actions;
 mod cache;
+mod changes;
 mod facts;
 mod policies;
+mod read;
 
-use crate::channels::kinds::changes_access;
 use crate::channels::kinds::COMMUNITY_ADMIN;
 use crate::clock::Clock;
 use crate::community::Community;
@@ -23,12 +24,12 @@ use crate::error::Reason;
 use crate::event::{Event, StoredEvent};
 use crate::filter::Filter;
 use crate::live::LiveBus;
-use crate::store::channel_state::ChannelRow;
-use crate::store::{channel_state, ChannelScope, Scope, Store};
-use buzz_policy::{DenyKind, PolicyEngine, ReadRequest, Verdict, WriteRequest};
+use crate::store::{channel_state, Scope, Store};
+use buzz_policy::{DenyKind, PolicyEngine, Verdict, WriteRequest};
 use cache::FactsCache;
+use changes::Change;
 use facts::Person;
-use std::collections::HashMap;
+use read::ChannelTable;
 use std::sync::Arc;
 
 pub(crate) use actions::classify;
@@ -71,29 +72,36 @@ impl AccessService {
         }
     }
 
-    /// Drop every cached fact. Ingest calls this right after committing an
-    /// access-changing event, before answering `OK`.
-    pub fn invalidate(&self) {
-        self.cache.invalidate();
+    /// Refresh cached facts and decisions for what `stored` changed (nothing when its
+    /// kind does not change access). Ingest calls this right after committing, before
+    /// answering `OK`.
+    pub fn changed(&self, stored: &StoredEvent) {
+        for change in Change::of(stored) {
+            self.cache.record(change);
+        }
     }
 
-    /// Invalidate on access-changing events from any relay process (they arrive on the
-    /// live bus). Runs until the bus closes.
+    /// Forget every cached fact and decision.
+    pub fn invalidate(&self) {
+        self.cache.record(Change::All);
+    }
+
+    /// Record access-changing events from any relay process (they arrive on the live
+    /// bus). Runs until the bus closes.
     pub fn follow(self: &Arc<Self>, bus: &Arc<dyn LiveBus>) {
         let mut events = bus.subscribe();
         let me = Arc::downgrade(self);
         tokio::spawn(async move {
             loop {
-                let changed = match events.recv().await {
-                    Ok(event) => changes_access(event.event.kind),
-                    // Missed events may have included a change: assume one.
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => true,
+                let change = match events.recv().await {
+                    Ok(event) => Change::of(&event),
+                    // Missed events may have included a change: assume any.
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => vec![Change::All],
                     Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
                 };
-                match me.upgrade() {
-                    Some(access) if changed => access.invalidate(),
-                    Some(_) => {}
-                    None => return,
+                let Some(access) = me.upgrade() else { return };
+                for change in change {
+                    access.cache.record(change);
                 }
             }
         });
@@ -132,10 +140,10 @@ impl AccessService {
         let Some(pk) = pubkey else {
             return Ok(Arc::new(Person::anonymous()));
         };
-        // Read the epoch before loading: an invalidation during the load leaves the
-        // entry stale rather than wrongly fresh.
-        let epoch = self.cache.epoch();
-        if let Some(person) = self.cache.person(community.id, pk, epoch) {
+        // Read the position before loading: a change during the load leaves the entry
+        // stale rather than wrongly fresh.
+        let at = self.cache.position();
+        if let Some(person) = self.cache.person(community.id, pk) {
             return Ok(person);
         }
         let (c, key) = (community.clone(), pk.to_owned());
@@ -144,24 +152,23 @@ impl AccessService {
                 .read(move |mut conn| facts::person(&mut conn, &c, &key))
                 .await?,
         );
-        self.cache
-            .put_person(community.id, pk, epoch, person.clone());
+        self.cache.put_person(community.id, pk, at, person.clone());
         Ok(person)
     }
 
     /// The community's channels (not deleted), cached.
-    async fn channels(&self, community_id: i64) -> Result<Arc<Vec<ChannelRow>>, Reason> {
-        let epoch = self.cache.epoch();
-        if let Some(rows) = self.cache.channels(community_id, epoch) {
-            return Ok(rows);
+    async fn channels(&self, community_id: i64) -> Result<Arc<ChannelTable>, Reason> {
+        let at = self.cache.position();
+        if let Some(table) = self.cache.channels(community_id) {
+            return Ok(table);
         }
-        let rows = Arc::new(
-            self.store
-                .read(move |mut conn| channel_state::live_channels(&mut conn, community_id))
-                .await?,
-        );
-        self.cache.put_channels(community_id, epoch, rows.clone());
-        Ok(rows)
+        let rows = self
+            .store
+            .read(move |mut conn| channel_state::live_channels(&mut conn, community_id))
+            .await?;
+        let table = Arc::new(ChannelTable::new(rows));
+        self.cache.put_channels(community_id, at, table.clone());
+        Ok(table)
     }
 
     /// May `ctx` write `event`?
@@ -190,12 +197,8 @@ impl AccessService {
         let channel_id = event.channel_id();
         let channel = match channel_id {
             Some(id) => {
-                let rows = self.channels(ctx.community.id).await?;
-                Some(facts::channel_facts(
-                    id,
-                    rows.iter().find(|r| r.id == id),
-                    now,
-                ))
+                let table = self.channels(ctx.community.id).await?;
+                Some(facts::channel_facts(id, table.get(id), now))
             }
             None => None,
         };
@@ -219,77 +222,6 @@ impl AccessService {
             ));
         }
         Ok(())
-    }
-
-    /// The rows `ctx` may read, decided once per request: community-wide rows, and the
-    /// channels whose read policy allows the caller.
-    pub async fn read_scope(&self, ctx: &ConnCtx) -> Result<Scope, Reason> {
-        self.scope_for(ctx, None).await
-    }
-
-    /// Like [`Self::read_scope`], evaluating only the `wanted` channels (plugins that
-    /// serve one channel use this).
-    pub async fn scope_for(
-        &self,
-        ctx: &ConnCtx,
-        wanted: Option<Vec<String>>,
-    ) -> Result<Scope, Reason> {
-        let community = &ctx.community;
-        let person = self.person(community, ctx.pubkey.as_deref()).await?;
-        let community_wide = community.open || person.member || person.owner;
-        if ctx.pubkey.is_none() {
-            return Ok(Scope {
-                community_id: community.id,
-                community_wide,
-                channels: ChannelScope::None,
-                expiry: HashMap::new(),
-            });
-        }
-        let now = self.clock.now_secs();
-        let rows = self.channels(community.id).await?;
-        let mut allowed = Vec::new();
-        let mut expiry = HashMap::new();
-        for row in rows.iter() {
-            if row.is_gone(now) || wanted.as_ref().is_some_and(|w| !w.contains(&row.id)) {
-                continue;
-            }
-            if self.may_read(&person, community, row, now) {
-                if let Some(t) = row.expires_at {
-                    expiry.insert(row.id.clone(), t);
-                }
-                allowed.push(row.id.clone());
-            }
-        }
-        Ok(Scope {
-            community_id: community.id,
-            community_wide,
-            channels: ChannelScope::Only(allowed),
-            expiry,
-        })
-    }
-
-    /// One channel's read decision (true without policies).
-    fn may_read(&self, person: &Person, community: &Community, row: &ChannelRow, now: i64) -> bool {
-        let policy = match self.engine(community) {
-            Ok(Some(policy)) => policy,
-            Ok(None) => return true,
-            Err(_) => return false,
-        };
-        let req = ReadRequest {
-            actor: person.actor(Some(&row.id)),
-            channel: facts::channel_facts(&row.id, Some(row), now),
-            community: facts::community_facts(community),
-            now,
-        };
-        match verdict(policy.check_read(&req)) {
-            Ok(()) => true,
-            Err(Reason::PolicyFailure(cause)) => {
-                // Fail closed for this channel, and say why in the log.
-                tracing::error!(%cause, channel = %row.id, "read policy failed");
-                false
-            }
-            Err(_) => false,
-        }
     }
 
     /// May the holder of `scope` receive this live event?

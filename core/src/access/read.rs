@@ -1,0 +1,206 @@
+//! The read side of the access service: which channels a caller may read.
+//!
+//! Reads are decided per channel with the community's `can_read`, never per row. A
+//! request that names its channels decides only those; a request over the whole community
+//! uses the caller's cached decisions, brought up to date by re-deciding just the
+//! channels that changed since (`cache.rs`). So the cost of a read does not grow with
+//! the number of channels in the community, only with the changes since the last one.
+
+use super::cache::{Decisions, Since};
+use super::changes::Change;
+use super::facts::{self, Person};
+use super::{verdict, AccessService};
+use crate::community::Community;
+use crate::ctx::ConnCtx;
+use crate::error::Reason;
+use crate::store::channel_state::ChannelRow;
+use crate::store::{ChannelScope, Scope};
+use buzz_policy::ReadRequest;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A whole decision set is decided afresh this often even without changes, so a script
+/// whose `can_read` depends on `req.now` is re-asked.
+const REDECIDE_AFTER: Duration = Duration::from_secs(60);
+
+/// A community's live channel rows, by id.
+pub(crate) struct ChannelTable {
+    rows: Vec<ChannelRow>,
+    by_id: HashMap<String, usize>,
+}
+
+impl ChannelTable {
+    pub(crate) fn new(rows: Vec<ChannelRow>) -> ChannelTable {
+        let by_id = rows
+            .iter()
+            .enumerate()
+            .map(|(i, row)| (row.id.clone(), i))
+            .collect();
+        ChannelTable { rows, by_id }
+    }
+
+    pub(crate) fn get(&self, id: &str) -> Option<&ChannelRow> {
+        self.by_id.get(id).map(|&i| &self.rows[i])
+    }
+}
+
+impl AccessService {
+    /// The rows `ctx` may read, decided once per request: community-wide rows, and the
+    /// channels whose read policy allows the caller.
+    pub async fn read_scope(&self, ctx: &ConnCtx) -> Result<Scope, Reason> {
+        self.scope_for(ctx, None).await
+    }
+
+    /// Like [`Self::read_scope`], deciding only the `wanted` channels (requests and
+    /// plugins that name their channels).
+    pub async fn scope_for(
+        &self,
+        ctx: &ConnCtx,
+        wanted: Option<Vec<String>>,
+    ) -> Result<Scope, Reason> {
+        let community = &ctx.community;
+        let at = self.cache.position();
+        let person = self.person(community, ctx.pubkey.as_deref()).await?;
+        let community_wide = community.open || person.member || person.owner;
+        let Some(pubkey) = ctx.pubkey.as_deref() else {
+            return Ok(Scope {
+                community_id: community.id,
+                community_wide,
+                channels: ChannelScope::None,
+                expiry: HashMap::new(),
+            });
+        };
+        let now = self.clock.now_secs();
+        let table = self.channels(community.id).await?;
+        let allowed: Vec<&ChannelRow> = match wanted {
+            Some(wanted) => wanted
+                .iter()
+                .collect::<HashSet<_>>()
+                .into_iter()
+                .filter_map(|id| table.get(id))
+                .filter(|row| !row.is_gone(now) && self.may_read(&person, community, row, now))
+                .collect(),
+            None => {
+                let decided = self.decisions(community, pubkey, &person, &table, at, now);
+                decided
+                    .iter()
+                    .filter_map(|id| table.get(id))
+                    .filter(|row| !row.is_gone(now))
+                    .collect()
+            }
+        };
+        Ok(Scope {
+            community_id: community.id,
+            community_wide,
+            expiry: allowed
+                .iter()
+                .filter_map(|row| Some((row.id.clone(), row.expires_at?)))
+                .collect(),
+            channels: ChannelScope::Only(allowed.into_iter().map(|row| row.id.clone()).collect()),
+        })
+    }
+
+    /// The caller's decisions over every channel: cached ones brought forward by the
+    /// changes since (only the channels they name are re-decided), or all decided afresh
+    /// after a policy reload, an unknown change, a change to the caller's own standing,
+    /// or [`REDECIDE_AFTER`].
+    fn decisions(
+        &self,
+        community: &Community,
+        pubkey: &str,
+        person: &Person,
+        table: &ChannelTable,
+        at: u64,
+        now: i64,
+    ) -> Arc<HashSet<String>> {
+        let generation = self.policy_generation();
+        let cached = self
+            .cache
+            .take_decisions(community.id, pubkey)
+            .filter(|d| d.generation == generation && d.decided_at.elapsed() < REDECIDE_AFTER);
+        let brought_forward = cached.and_then(|mut d| {
+            let Since::Exactly(changes) = self.cache.since(d.at) else {
+                return None;
+            };
+            let allowed = Arc::make_mut(&mut d.allowed);
+            for change in changes {
+                let channel = match change {
+                    Change::Channel {
+                        community: c,
+                        channel,
+                    } if c == community.id => channel,
+                    Change::Membership {
+                        community: c,
+                        channel,
+                        pubkey: who,
+                    } if c == community.id && who == pubkey => channel,
+                    Change::Person {
+                        community: c,
+                        pubkey: who,
+                    } if c == community.id && who == pubkey => {
+                        return None;
+                    }
+                    Change::All => return None,
+                    _ => continue,
+                };
+                let readable = table
+                    .get(&channel)
+                    .is_some_and(|row| self.may_read(person, community, row, now));
+                if readable {
+                    allowed.insert(channel);
+                } else {
+                    allowed.remove(&channel);
+                }
+            }
+            d.at = at;
+            Some(d)
+        });
+        let decisions = brought_forward.unwrap_or_else(|| Decisions {
+            at,
+            generation,
+            decided_at: Instant::now(),
+            allowed: Arc::new(
+                table
+                    .rows
+                    .iter()
+                    .filter(|row| !row.is_gone(now) && self.may_read(person, community, row, now))
+                    .map(|row| row.id.clone())
+                    .collect(),
+            ),
+        });
+        let allowed = decisions.allowed.clone();
+        self.cache.put_decisions(community.id, pubkey, decisions);
+        allowed
+    }
+
+    /// One channel's read decision (true without policies).
+    pub(super) fn may_read(
+        &self,
+        person: &Person,
+        community: &Community,
+        row: &ChannelRow,
+        now: i64,
+    ) -> bool {
+        let policy = match self.engine(community) {
+            Ok(Some(policy)) => policy,
+            Ok(None) => return true,
+            Err(_) => return false,
+        };
+        let req = ReadRequest {
+            actor: person.actor(Some(&row.id)),
+            channel: facts::channel_facts(&row.id, Some(row), now),
+            community: facts::community_facts(community),
+            now,
+        };
+        match verdict(policy.check_read(&req)) {
+            Ok(()) => true,
+            Err(Reason::PolicyFailure(cause)) => {
+                // Fail closed for this channel, and say why in the log.
+                tracing::error!(%cause, channel = %row.id, "read policy failed");
+                false
+            }
+            Err(_) => false,
+        }
+    }
+}
