@@ -168,6 +168,17 @@ impl FactsCache {
         }
     }
 
+    /// The cached table of `community`, fresh or not, with the changes since it was
+    /// loaded: enough to refresh only the channels that changed.
+    pub(super) fn stale_channels(&self, community: i64) -> Option<(Arc<ChannelTable>, Since)> {
+        let (at, value) = {
+            let channels = lock(&self.channels);
+            let entry = channels.get(&community)?;
+            (entry.at, entry.value.clone())
+        };
+        Some((value, self.since(at)))
+    }
+
     pub(super) fn put_channels(&self, community: i64, at: u64, table: Arc<ChannelTable>) {
         put(&self.channels, community, Entry { at, value: table })
     }

@@ -42,6 +42,8 @@ pub struct AccessService {
     policies: Option<Arc<CommunityPolicies>>,
     clock: Arc<dyn Clock>,
     cache: FactsCache,
+    /// Held while a community's channel table is refreshed (see `channels`).
+    refreshing: tokio::sync::Mutex<()>,
 }
 
 fn verdict(result: Result<Verdict, buzz_policy::PolicyError>) -> Result<(), Reason> {
@@ -69,6 +71,7 @@ impl AccessService {
             policies,
             clock,
             cache: FactsCache::default(),
+            refreshing: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -158,16 +161,51 @@ impl AccessService {
 
     /// The community's channels (not deleted), cached.
     async fn channels(&self, community_id: i64) -> Result<Arc<ChannelTable>, Reason> {
-        let at = self.cache.position();
         if let Some(table) = self.cache.channels(community_id) {
             return Ok(table);
         }
-        let rows = self
-            .store
-            .read(move |mut conn| channel_state::live_channels(&mut conn, community_id))
-            .await?;
-        let table = Arc::new(ChannelTable::new(rows));
+        // One refresh per community at a time: after a channel change every reader finds
+        // the table stale at once, and all but the first then wait for its result.
+        let refreshing = self.refreshing.lock().await;
+        if let Some(table) = self.cache.channels(community_id) {
+            return Ok(table);
+        }
+        let at = self.cache.position();
+        let table = match self.cache.stale_channels(community_id) {
+            Some((stale, cache::Since::Exactly(changes))) => {
+                // Only the channels that changed are read again.
+                let ids: Vec<String> = changes
+                    .into_iter()
+                    .filter_map(|c| match c {
+                        Change::Channel { community, channel } if community == community_id => {
+                            Some(channel)
+                        }
+                        _ => None,
+                    })
+                    .collect();
+                let changed = self
+                    .store
+                    .read(move |mut conn| {
+                        ids.into_iter()
+                            .map(|id| {
+                                let row =
+                                    channel_state::load_channel(&mut conn, community_id, &id)?;
+                                Ok((id, row))
+                            })
+                            .collect::<Result<Vec<_>, Reason>>()
+                    })
+                    .await?;
+                stale.updated(changed)
+            }
+            _ => ChannelTable::new(
+                self.store
+                    .read(move |mut conn| channel_state::live_channels(&mut conn, community_id))
+                    .await?,
+            ),
+        };
+        let table = Arc::new(table);
         self.cache.put_channels(community_id, at, table.clone());
+        drop(refreshing);
         Ok(table)
     }
 

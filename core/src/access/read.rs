@@ -25,23 +25,39 @@ use std::time::{Duration, Instant};
 const REDECIDE_AFTER: Duration = Duration::from_secs(60);
 
 /// A community's live channel rows, by id.
+#[derive(Clone)]
 pub(crate) struct ChannelTable {
-    rows: Vec<ChannelRow>,
-    by_id: HashMap<String, usize>,
+    by_id: HashMap<String, Arc<ChannelRow>>,
 }
 
 impl ChannelTable {
     pub(crate) fn new(rows: Vec<ChannelRow>) -> ChannelTable {
-        let by_id = rows
-            .iter()
-            .enumerate()
-            .map(|(i, row)| (row.id.clone(), i))
-            .collect();
-        ChannelTable { rows, by_id }
+        ChannelTable {
+            by_id: rows
+                .into_iter()
+                .map(|row| (row.id.clone(), Arc::new(row)))
+                .collect(),
+        }
     }
 
     pub(crate) fn get(&self, id: &str) -> Option<&ChannelRow> {
-        self.by_id.get(id).map(|&i| &self.rows[i])
+        self.by_id.get(id).map(Arc::as_ref)
+    }
+
+    fn rows(&self) -> impl Iterator<Item = &ChannelRow> {
+        self.by_id.values().map(Arc::as_ref)
+    }
+
+    /// A copy with these channels replaced (`None`: deleted), sharing the other rows.
+    pub(crate) fn updated(&self, changed: Vec<(String, Option<ChannelRow>)>) -> ChannelTable {
+        let mut table = self.clone();
+        for (id, row) in changed {
+            match row.filter(|r| r.deleted_at.is_none()) {
+                Some(row) => table.by_id.insert(id, Arc::new(row)),
+                None => table.by_id.remove(&id),
+            };
+        }
+        table
     }
 }
 
@@ -162,8 +178,7 @@ impl AccessService {
             decided_at: Instant::now(),
             allowed: Arc::new(
                 table
-                    .rows
-                    .iter()
+                    .rows()
                     .filter(|row| !row.is_gone(now) && self.may_read(person, community, row, now))
                     .map(|row| row.id.clone())
                     .collect(),

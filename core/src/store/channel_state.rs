@@ -8,7 +8,7 @@ use diesel::prelude::*;
 use diesel::result::{DatabaseErrorKind, Error as DieselError};
 
 /// One `channels` row.
-#[derive(Debug, Clone, PartialEq, Eq, Queryable, Selectable)]
+#[derive(Debug, Clone, PartialEq, Eq, Queryable, Selectable, Insertable)]
 #[diesel(table_name = channels)]
 pub struct ChannelRow {
     pub community_id: i64,
@@ -434,4 +434,20 @@ pub fn live_channels(conn: &mut Conn<'_>, community_id: i64) -> Result<Vec<Chann
         .filter(channels::deleted_at.is_null())
         .select(ChannelRow::as_select())
         .load(c))?)
+}
+
+/// Rows per multi-row statement in [`insert_rows`] (12 columns each, within SQLite's
+/// variable limit).
+const ROWS_PER_INSERT: usize = 500;
+
+/// Store channel rows as they are (bulk loads such as benchmark and test seeding); ingest
+/// creates channels with [`create_channel`] instead. No membership or group state is
+/// made.
+pub fn insert_rows(conn: &mut Conn<'_>, rows: &[ChannelRow]) -> Result<(), Reason> {
+    for chunk in rows.chunks(ROWS_PER_INSERT) {
+        with_conn!(conn, |c| diesel::insert_into(channels::table)
+            .values(chunk)
+            .execute(c))?;
+    }
+    Ok(())
 }
