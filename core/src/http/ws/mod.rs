@@ -7,6 +7,7 @@
 //! connection stays bounded, and a large answer to a client that reads is delivered.
 
 mod messages;
+mod salvage;
 
 use super::{AppState, RequestCtx};
 use crate::auth::nip42;
@@ -240,7 +241,15 @@ impl Connection {
                 self.drop_live_if_idle();
             }
             Ok(ClientMessage::Auth(value)) => self.on_auth(value).await,
-            Err(reason) => self.out.send(messages::notice(&reason.wire_text())),
+            Err(reason) => {
+                let text_of_reason = reason.wire_text();
+                // An EVENT that is not even JSON still gets an OK its client can match,
+                // when its id can be read.
+                if let Some(id) = salvage::event_id(text) {
+                    self.out.send(messages::ok(&id, false, &text_of_reason));
+                }
+                self.out.send(messages::notice(&text_of_reason));
+            }
         }
     }
 
@@ -256,8 +265,11 @@ impl Connection {
                     .ok()
                     .and_then(|v| v.get("id").and_then(Value::as_str).map(str::to_owned))
                     .unwrap_or_default();
-                let reason = Reason::invalid(format!("not a Nostr event: {e}"));
-                self.out.send(messages::ok(&id, false, &reason.wire_text()));
+                let reason = Reason::invalid(format!("not a Nostr event: {e}")).wire_text();
+                self.out.send(messages::ok(&id, false, &reason));
+                // Every unparseable EVENT also gets a NOTICE: a client that cannot match
+                // the OK (no readable id) still learns why.
+                self.out.send(messages::notice(&reason));
                 return;
             }
         };
