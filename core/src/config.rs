@@ -149,10 +149,23 @@ pub struct LimitSettings {
     /// Largest `limit` honoured; also the default when a filter has none.
     pub max_limit: u64,
     /// Messages queued for one WebSocket client. Live events that find it full, or a
-    /// REQ answer that waits 30 s for room, disconnect the client as too slow.
+    /// REQ answer that waits `outbound_stall_secs` for room, disconnect the client.
     pub max_outbound_queue: usize,
+    /// Bytes queued for one WebSocket client (same rules as `max_outbound_queue`).
+    pub max_outbound_bytes: usize,
+    /// Bytes queued for all WebSocket clients of this process together.
+    pub max_outbound_bytes_total: usize,
+    /// Seconds a connection with queued output may go without the client reading any
+    /// of it (or a REQ answer may wait for room) before it is closed.
+    pub outbound_stall_secs: u64,
     /// EVENT messages one connection may have in flight at once.
     pub max_inflight_events: usize,
+    /// Values one filter may hold: ids, authors, kinds and every `#tag` list together.
+    pub max_filter_values: usize,
+    /// Values all filters of one REQ or `POST /query` may hold together.
+    pub max_query_values: usize,
+    /// JSON bytes of the filters of all open subscriptions of one WebSocket connection.
+    pub max_filter_bytes: usize,
 }
 
 #[derive(Debug, Clone, Deserialize, Default, PartialEq)]
@@ -205,7 +218,13 @@ max_subscriptions = 64
 max_filters = 16
 max_limit = 500
 max_outbound_queue = 1024
+max_outbound_bytes = 4194304
+max_outbound_bytes_total = 268435456
+outbound_stall_secs = 30
 max_inflight_events = 64
+max_filter_values = 2000
+max_query_values = 4000
+max_filter_bytes = 1048576
 "#;
 
 const DEFAULT_COMMUNITY: &str = r#"
@@ -391,6 +410,16 @@ impl Settings {
                     anyhow::bail!("community {host}: owner {owner:?} is not a 64-hex pubkey");
                 }
             }
+        }
+        let l = &self.limits;
+        // One connection's budget must fit in the relay-wide one, or it could never fill.
+        if l.max_outbound_bytes == 0 || l.max_outbound_bytes > l.max_outbound_bytes_total {
+            anyhow::bail!(
+                "limits.max_outbound_bytes must be between 1 and limits.max_outbound_bytes_total"
+            );
+        }
+        if l.outbound_stall_secs == 0 {
+            anyhow::bail!("limits.outbound_stall_secs must be at least 1");
         }
         Ok(())
     }

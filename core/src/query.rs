@@ -1,28 +1,54 @@
-//! The one query service: WebSocket `REQ` and `POST /query` both call
-//! [`QueryService::run`].
+//! The one query service: WebSocket `REQ` and `POST /query` both go through
+//! [`QueryService::prepare`] and [`QueryService::execute`] ([`QueryService::run`] does both).
 //!
-//! Filters are checked (core access, then plugins), claimed filters go to their plugin,
-//! the rest are served from the store within the caller's read scope.
+//! Filters are checked (shape and size bounds, core access, then plugins), claimed
+//! filters go to their plugin, the rest are served from the store within the caller's
+//! read scope.
 //! Wire order: core's events (newest first, deduplicated), then each claiming plugin's
 //! answer in plugin order.
+//!
+//! Core's events are never read whole: the store first returns the keys of the matches
+//! (seq, time, size), and [`StoredAnswer::next_page`] reads the events a page at a time
+//! within a byte budget, so a large answer costs what the caller can send at once, not
+//! what matched (issue 10: a REQ's answer streams under the outbound bound).
 
+mod stored;
+
+pub use stored::StoredAnswer;
+
+use crate::config::LimitSettings;
 use crate::ctx::ConnCtx;
 use crate::error::Reason;
 use crate::event::Event;
 use crate::filter::Filter;
 use crate::plugin::{Plugin, QueryAnswer, Services};
-use crate::store::query_events;
+use crate::store::query_keys;
 use std::collections::HashSet;
 use std::sync::Arc;
 
 /// Everything a query produced.
-#[derive(Debug, Default)]
 pub struct QueryResult {
+    /// Core's matches, read a page at a time; they come first on the wire.
+    pub stored: StoredAnswer,
+    /// Claiming plugins' events, after core's.
     pub events: Vec<Event>,
     /// A plugin's object answer (HTTP only).
     pub object: Option<serde_json::Value>,
     /// The filters core served, which stay live on a WebSocket subscription.
     pub live_filters: Vec<Filter>,
+}
+
+/// A query whose filters passed every check, split between core and claiming plugins.
+pub struct Prepared {
+    standard: Vec<Filter>,
+    claimed: Vec<(usize, Vec<Filter>)>,
+}
+
+impl Prepared {
+    /// The filters core serves (and a WebSocket subscription keeps live).
+    pub fn live_filters(&self) -> &[Filter] {
+        &self.standard
+    }
 }
 
 pub struct QueryService {
@@ -35,17 +61,16 @@ impl QueryService {
         QueryService { services, plugins }
     }
 
+    /// Check and execute in one go.
     pub async fn run(&self, ctx: &ConnCtx, filters: Vec<Filter>) -> Result<QueryResult, Reason> {
-        let limits = &self.services.settings.limits;
-        if filters.is_empty() {
-            return Err(Reason::invalid("at least one filter is required"));
-        }
-        if filters.len() > limits.max_filters {
-            return Err(Reason::invalid(format!(
-                "at most {} filters per query",
-                limits.max_filters
-            )));
-        }
+        let prepared = self.prepare(ctx, filters).await?;
+        self.execute(ctx, prepared).await
+    }
+
+    /// Every refusal a query can get before anything is read: shape and size bounds,
+    /// core's access rules, plugins' filter rules.
+    pub async fn prepare(&self, ctx: &ConnCtx, filters: Vec<Filter>) -> Result<Prepared, Reason> {
+        check_bounds(&filters, &self.services.settings.limits)?;
         // Claims first, so a plugin's filter is judged by its own rules only.
         let mut claimed: Vec<(usize, Vec<Filter>)> = Vec::new();
         let mut standard = Vec::new();
@@ -64,41 +89,59 @@ impl QueryService {
                 plugin.check_filter(ctx, filter)?;
             }
         }
+        Ok(Prepared { standard, claimed })
+    }
 
-        let mut result = QueryResult::default();
+    /// Read what a prepared query matches (core's events only as keys, see
+    /// [`StoredAnswer`]) and ask the claiming plugins.
+    pub async fn execute(&self, ctx: &ConnCtx, prepared: Prepared) -> Result<QueryResult, Reason> {
+        let Prepared { standard, claimed } = prepared;
+        let limits = &self.services.settings.limits;
+        let mut stored = StoredAnswer::empty(self.services.store.clone());
         if !standard.is_empty() {
             let scope = self.services.access.read_scope(ctx).await?;
+            let community_id = scope.community_id;
             let max_limit = limits.max_limit;
             let jobs: Vec<(Filter, u64)> = standard
                 .iter()
                 .map(|f| (f.clone(), f.limit.unwrap_or(max_limit).min(max_limit)))
                 .collect();
-            let mut events = self
+            let mut keys = self
                 .services
                 .store
                 .read(move |mut conn| {
                     let mut all = Vec::new();
                     for (filter, limit) in &jobs {
-                        all.extend(query_events(&mut conn, &scope, filter, *limit)?);
+                        all.extend(query_keys(&mut conn, &scope, filter, *limit)?);
                     }
                     Ok(all)
                 })
                 .await?;
             let mut seen = HashSet::new();
-            events.retain(|e| seen.insert(e.id.clone()));
-            events.sort_by(|a, b| {
-                b.created_at
-                    .cmp(&a.created_at)
-                    .then_with(|| a.id.cmp(&b.id))
+            keys.retain(|(key, _)| seen.insert(key.seq));
+            keys.sort_by(|(a, a_id), (b, b_id)| {
+                b.created_at.cmp(&a.created_at).then_with(|| a_id.cmp(b_id))
             });
-            result.events = events;
-            result.live_filters = standard;
+            stored = StoredAnswer::new(
+                self.services.store.clone(),
+                community_id,
+                keys.into_iter().map(|(key, _)| key).collect(),
+            );
         }
+        let mut result = QueryResult {
+            stored,
+            events: Vec::new(),
+            object: None,
+            live_filters: standard,
+        };
         for (index, filters) in claimed {
             match self.plugins[index].answer_claimed(ctx, filters).await? {
                 QueryAnswer::Events(events) => result.events.extend(events),
                 QueryAnswer::Object(obj) => {
-                    if result.object.is_some() || !result.events.is_empty() {
+                    if result.object.is_some()
+                        || !result.events.is_empty()
+                        || !result.stored.is_empty()
+                    {
                         return Err(Reason::invalid(
                             "an action filter must be the only filter of its query",
                         ));
@@ -109,4 +152,38 @@ impl QueryService {
         }
         Ok(result)
     }
+}
+
+/// How many filters, and how many values in each and in all: every value is an SQL
+/// parameter and a fan-out index entry, so these bounds keep a request within what the
+/// databases accept and what the relay can hold (advertised in NIP-11).
+fn check_bounds(filters: &[Filter], limits: &LimitSettings) -> Result<(), Reason> {
+    if filters.is_empty() {
+        return Err(Reason::invalid("at least one filter is required"));
+    }
+    if filters.len() > limits.max_filters {
+        return Err(Reason::invalid(format!(
+            "at most {} filters per query (max_filters)",
+            limits.max_filters
+        )));
+    }
+    let mut total = 0;
+    for filter in filters {
+        let values = filter.value_count();
+        if values > limits.max_filter_values {
+            return Err(Reason::invalid(format!(
+                "a filter holds {values} values; at most {} (ids, authors, kinds and tag \
+                 values together; max_filter_values)",
+                limits.max_filter_values
+            )));
+        }
+        total += values;
+    }
+    if total > limits.max_query_values {
+        return Err(Reason::invalid(format!(
+            "the filters hold {total} values; at most {} per query (max_query_values)",
+            limits.max_query_values
+        )));
+    }
+    Ok(())
 }

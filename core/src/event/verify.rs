@@ -39,9 +39,8 @@ impl EventLimits {
         if event.tags.len() > self.max_tags {
             return Err(Reason::invalid(format!("more than {} tags", self.max_tags)));
         }
-        if event.tags.iter().any(|t| t.is_empty()) {
-            return Err(Reason::invalid("empty tag"));
-        }
+        // An empty tag `[]` is allowed by NIP-01 (it names nothing and indexes nothing),
+        // so it is not refused here.
         if event.kind > 65_535 {
             return Err(Reason::invalid("kind must be between 0 and 65535"));
         }

@@ -40,7 +40,11 @@ async fn run_query(
     let result = state.query.run(&ctx.conn, filters).await?;
     Ok(match result.object {
         Some(object) => HttpResponse::Ok().json(object),
-        None => HttpResponse::Ok().json(result.events),
+        None => {
+            let mut events = result.stored.collect().await?;
+            events.extend(result.events);
+            HttpResponse::Ok().json(events)
+        }
     })
 }
 

@@ -33,6 +33,10 @@ pub(super) fn document(state: &AppState, ctx: &RequestCtx) -> Value {
             "max_content_length": l.max_content_bytes,
             "created_at_lower_limit": l.max_clock_skew_secs,
             "created_at_upper_limit": l.max_clock_skew_secs,
+            // Not NIP-11 fields; the relay's own bounds a client can hit (README "Limits").
+            "max_filter_values": l.max_filter_values,
+            "max_query_values": l.max_query_values,
+            "max_filter_bytes": l.max_filter_bytes,
             "auth_required": false,
             "restricted_writes": true,
         }),

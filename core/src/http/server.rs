@@ -34,11 +34,14 @@ pub(crate) fn start(
     settings: &Settings,
     handle_signals: bool,
 ) -> anyhow::Result<ServerHandle> {
+    // One live fan-out and one outbound byte budget for all workers' connections.
+    let ws = web::Data::new(super::ws::WsShared::start(&state.services));
     let state = web::Data::new(state);
     let mut server = HttpServer::new(move || {
         let routes = routes.clone();
         App::new()
             .app_data(state.clone())
+            .app_data(ws.clone())
             .configure(super::configure)
             .configure(move |cfg| super::plugin_routes::mount(cfg, &routes))
     })

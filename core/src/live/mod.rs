@@ -5,9 +5,13 @@
 //! set, events travel through Redis pub/sub ([`RedisBus`]) so several relay processes act
 //! as one.
 
+mod fanout;
+mod index;
 mod memory;
 mod redis_bus;
 
+pub use fanout::{Delivery, Fanout, LiveInbox};
+pub use index::{SubKey, SubscriptionIndex};
 pub use memory::MemoryBus;
 pub use redis_bus::RedisBus;
 
@@ -16,7 +20,8 @@ use crate::event::StoredEvent;
 use std::sync::Arc;
 use tokio::sync::broadcast;
 
-/// Events buffered per subscriber before it counts as lagging (and is disconnected).
+/// Events buffered per subscriber (the fan-out dispatcher, and each connection's inbox)
+/// before it counts as lagging (a connection is then disconnected).
 pub const LIVE_BUFFER: usize = 8_192;
 
 #[async_trait::async_trait]

@@ -28,7 +28,9 @@ pub use events::{
 };
 pub use identity::recorded_identity;
 pub use migrate::{MigrationId, MigrationSet, MigrationStatus, Migrations};
-pub use query::{query_events, row_to_event, ChannelScope, EventRow, Scope};
+pub use query::{
+    load_events, query_events, query_keys, row_to_event, ChannelScope, EventKey, EventRow, Scope,
+};
 pub use stats::{community_stats, CommunityStats};
 
 use crate::error::Reason;

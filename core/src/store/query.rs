@@ -95,14 +95,30 @@ pub fn row_to_event(row: EventRow) -> Result<Event, StoreError> {
     })
 }
 
-/// Events matching `filter` (deleted ones excluded), newest first (`created_at DESC,
-/// id ASC`), at most `limit`.
-pub fn query_events(
+diesel::define_sql_function! {
+    /// Characters of a text column (both backends): the size estimate of a stored event.
+    fn length(x: diesel::sql_types::Text) -> diesel::sql_types::Integer;
+}
+
+/// What a query needs to know about a matching row before reading it: where it sorts and
+/// roughly how big it is, so an answer can be read a page at a time within a byte budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EventKey {
+    pub seq: i64,
+    pub created_at: i64,
+    /// Characters of content plus tags (a lower bound of the wire size, close enough to
+    /// size a page).
+    pub size: usize,
+}
+
+/// Keys of the events matching `filter` (deleted ones excluded), newest first
+/// (`created_at DESC, id ASC`), at most `limit`, with the `id` for ordering.
+pub fn query_keys(
     conn: &mut Conn<'_>,
     scope: &Scope,
     filter: &Filter,
     limit: u64,
-) -> Result<Vec<Event>, Reason> {
+) -> Result<Vec<(EventKey, String)>, Reason> {
     if limit == 0 || filter.is_empty_match() {
         return Ok(Vec::new());
     }
@@ -111,11 +127,16 @@ pub fn query_events(
             return Ok(Vec::new());
         }
     }
-    let rows: Vec<EventRow> = with_conn!(conn, |c| {
+    let rows: Vec<(i64, i64, String, i32)> = with_conn!(conn, |c| {
         let mut q = events::table
             .filter(events::community_id.eq(scope.community_id))
             .filter(events::deleted_at.is_null())
-            .select(EventRow::as_select())
+            .select((
+                events::seq,
+                events::created_at,
+                events::id,
+                length(events::content) + length(events::tags),
+            ))
             .into_boxed();
         match (&scope.channels, scope.community_wide) {
             (ChannelScope::All, true) => {}
@@ -164,7 +185,57 @@ pub fn query_events(
             .limit(i64::try_from(limit).unwrap_or(i64::MAX))
             .load(c)
     })?;
-    rows.into_iter()
+    Ok(rows
+        .into_iter()
+        .map(|(seq, created_at, id, size)| {
+            let size = usize::try_from(size).unwrap_or(0);
+            (
+                EventKey {
+                    seq,
+                    created_at,
+                    size,
+                },
+                id,
+            )
+        })
+        .collect())
+}
+
+/// The events `seqs` name in `community_id`, in the order given; rows deleted since their
+/// keys were read are left out.
+pub fn load_events(
+    conn: &mut Conn<'_>,
+    community_id: i64,
+    seqs: &[i64],
+) -> Result<Vec<Event>, Reason> {
+    if seqs.is_empty() {
+        return Ok(Vec::new());
+    }
+    let rows: Vec<EventRow> = with_conn!(conn, |c| events::table
+        .filter(events::community_id.eq(community_id))
+        .filter(events::deleted_at.is_null())
+        .filter(events::seq.eq_any(seqs.to_vec()))
+        .select(EventRow::as_select())
+        .load(c))?;
+    let mut by_seq: std::collections::HashMap<i64, EventRow> =
+        rows.into_iter().map(|r| (r.seq, r)).collect();
+    seqs.iter()
+        .filter_map(|seq| by_seq.remove(seq))
         .map(|r| row_to_event(r).map_err(Reason::from))
         .collect()
+}
+
+/// Events matching `filter` (deleted ones excluded), newest first (`created_at DESC,
+/// id ASC`), at most `limit`, read whole (for callers that need them all at once).
+pub fn query_events(
+    conn: &mut Conn<'_>,
+    scope: &Scope,
+    filter: &Filter,
+    limit: u64,
+) -> Result<Vec<Event>, Reason> {
+    let seqs: Vec<i64> = query_keys(conn, scope, filter, limit)?
+        .into_iter()
+        .map(|(key, _)| key.seq)
+        .collect();
+    load_events(conn, scope.community_id, &seqs)
 }

@@ -14,6 +14,8 @@ pub(crate) enum ClientMessage {
     Req {
         sub_id: String,
         filters: Vec<Value>,
+        /// JSON bytes of the filters as sent (what `limits.max_filter_bytes` counts).
+        filter_bytes: usize,
     },
     Close(String),
     Auth(Value),
@@ -47,6 +49,7 @@ pub(crate) fn parse(text: &str) -> Result<ClientMessage, Reason> {
             Err(_) => Err(Reason::invalid("AUTH takes exactly one event")),
         },
         "REQ" => {
+            let filter_bytes = items.iter().skip(1).map(|raw| raw.get().len()).sum();
             let items = items
                 .iter()
                 .map(|raw| value(raw))
@@ -55,6 +58,7 @@ pub(crate) fn parse(text: &str) -> Result<ClientMessage, Reason> {
             Ok(ClientMessage::Req {
                 sub_id,
                 filters: items.into_iter().skip(1).collect(),
+                filter_bytes,
             })
         }
         "CLOSE" => {

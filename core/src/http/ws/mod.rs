@@ -1,12 +1,19 @@
 //! NIP-01 over WebSocket: one task per connection.
 //!
-//! The connection task reads client messages and live events; a separate writer task
-//! drains a bounded outbound queue into the socket. A client that lets that queue fill
-//! with live events (or falls behind the live broadcast), or leaves it full for 30 s
-//! while a REQ answer waits to be queued, is too slow and is disconnected: memory per
-//! connection stays bounded, and a large answer to a client that reads is delivered.
+//! The connection task reads client messages and live deliveries; a writer task drains
+//! a queue bounded in messages and bytes (`outbound.rs`) into the socket. A client that
+//! does not read is closed: when a live event finds no room, when a REQ answer waits
+//! longer than `outbound_stall_secs` for room, when a write does not complete within it,
+//! or when a heartbeat ping goes that long unanswered with no write completing. A REQ's
+//! stored events are read a page at a time within the byte bound, never whole.
+//!
+//! Live events come from the process's [`Fanout`], which hands a connection only the
+//! events its subscriptions match; the filters of one connection's open subscriptions
+//! are bounded in bytes (`limits.max_filter_bytes`).
 
 mod messages;
+mod outbound;
+mod salvage;
 
 use super::{AppState, RequestCtx};
 use crate::auth::nip42;
@@ -15,19 +22,43 @@ use crate::ctx::{ConnCtx, Transport};
 use crate::error::Reason;
 use crate::event::{Event, StoredEvent};
 use crate::filter::Filter;
+use crate::live::{Delivery, Fanout, LiveInbox, SubKey};
+use crate::plugin::Services;
 use crate::store::Scope;
 use actix_web::{web, HttpRequest, HttpResponse};
 use actix_ws::{AggregatedMessage, CloseCode, CloseReason, Session};
 use messages::ClientMessage;
+use outbound::Outbound;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;
-use tokio::sync::{broadcast, mpsc, Notify, OwnedSemaphorePermit, Semaphore};
+use std::time::{Duration, Instant};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// How long a closing handshake may wait for a slow client.
-const CLOSE_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
-/// How long a REQ answer may wait for room in the outbound queue.
-const ANSWER_STALL: std::time::Duration = std::time::Duration::from_secs(30);
+const CLOSE_GRACE: Duration = Duration::from_secs(2);
+
+/// What all WebSocket connections of this process share: live fan-out and the
+/// process-wide outbound byte budget.
+pub(crate) struct WsShared {
+    fanout: Arc<Fanout>,
+    outbound_bytes: Arc<Semaphore>,
+}
+
+impl WsShared {
+    /// Start the fan-out dispatcher on the live bus (needs a tokio runtime).
+    pub(crate) fn start(services: &Services) -> WsShared {
+        // Access changes reach every subscribed connection, matched or not: each must
+        // re-read what it may see before delivering anything else.
+        let to_everyone: fn(&StoredEvent) -> bool = |e| changes_access(e.event.kind);
+        WsShared {
+            fanout: Fanout::start(services.bus.as_ref(), to_everyone),
+            outbound_bytes: Arc::new(Semaphore::new(
+                services.settings.limits.max_outbound_bytes_total,
+            )),
+        }
+    }
+}
 
 /// Upgrade `GET /` to a WebSocket; an unknown host refuses the upgrade with 404.
 pub(super) async fn upgrade(
@@ -49,10 +80,14 @@ pub(super) async fn upgrade(
         .max_frame_size(max)
         .aggregate_continuations()
         .max_continuation_size(max);
+    let Some(shared) = req.app_data::<web::Data<WsShared>>().cloned() else {
+        let reason = Reason::Internal(anyhow::anyhow!("websocket state is not mounted"));
+        return super::error::error_response(&reason);
+    };
     let state = state.into_inner();
     actix_web::rt::spawn(async move {
-        let connection = Connection::new(state, ctx, session.clone());
-        connection.run(session, stream).await;
+        let connection = Connection::new(state, &shared, ctx, session.clone());
+        connection.run(stream).await;
     });
     response
 }
@@ -64,6 +99,8 @@ enum End {
     QueueFull,
     /// The connection could not keep up with live events for its subscriptions.
     FellBehind,
+    /// A heartbeat went unanswered and nothing was written for the stall limit.
+    Stalled,
     Oversized,
     ProtocolError,
 }
@@ -73,11 +110,15 @@ struct Connection {
     ctx: ConnCtx,
     challenge: String,
     relay_url: String,
-    /// Subscription id → the filters that stay live (core-served ones).
-    subs: HashMap<String, Vec<Filter>>,
-    /// The live bus, only while there are subscriptions: a publish-only connection
-    /// costs nothing per event published by others.
-    live: Option<broadcast::Receiver<Arc<StoredEvent>>>,
+    /// Subscription id → its live key and the bytes its filters count.
+    subs: HashMap<String, Sub>,
+    /// Live key → subscription id, for deliveries.
+    by_key: HashMap<SubKey, String>,
+    /// JSON bytes of all open subscriptions' filters (`limits.max_filter_bytes`).
+    filter_bytes: usize,
+    /// This connection's live subscriptions in the process's fan-out; a connection
+    /// without subscriptions receives nothing.
+    live: LiveInbox,
     /// What this caller may read; decided at connect, after AUTH, and whenever an
     /// access-changing event or a policy reload passes by.
     scope: Option<Scope>,
@@ -86,74 +127,62 @@ struct Connection {
     /// EVENT messages being processed concurrently (group commit needs several in flight).
     inflight: Arc<Semaphore>,
     session: Session,
+    /// When the unanswered heartbeat ping was queued.
+    ping_since: Option<Instant>,
 }
 
-/// The bounded outbound queue plus the "too slow" alarm.
-#[derive(Clone)]
-struct Outbound {
-    queue: mpsc::Sender<String>,
-    too_slow: Arc<Notify>,
-}
-
-impl Outbound {
-    /// Queue a message; if the queue is full the client is too slow and the connection
-    /// is told to close.
-    fn send(&self, text: String) {
-        if let Err(mpsc::error::TrySendError::Full(_)) = self.queue.try_send(text) {
-            self.too_slow.notify_one();
-        }
-    }
-
-    /// Queue part of an answer the client asked for (a REQ's stored events), waiting for
-    /// room: one answer may hold more messages than the queue. A client that lets the
-    /// queue stay full for [`ANSWER_STALL`] is too slow. `false`: stop answering.
-    async fn send_answer(&self, text: String) -> bool {
-        match tokio::time::timeout(ANSWER_STALL, self.queue.send(text)).await {
-            Ok(Ok(())) => true,
-            // The socket writer is gone: the connection is closing anyway.
-            Ok(Err(_)) => false,
-            Err(_) => {
-                self.too_slow.notify_one();
-                false
-            }
-        }
-    }
+struct Sub {
+    key: SubKey,
+    filter_bytes: usize,
 }
 
 impl Connection {
-    fn new(state: Arc<AppState>, ctx: ConnCtx, session: Session) -> Self {
+    fn new(state: Arc<AppState>, shared: &WsShared, ctx: ConnCtx, session: Session) -> Self {
         let limits = &state.services.settings.limits;
-        let (queue, rx) = mpsc::channel(limits.max_outbound_queue.max(1));
+        let out = Outbound::start(
+            session.clone(),
+            limits.max_outbound_queue,
+            limits.max_outbound_bytes,
+            shared.outbound_bytes.clone(),
+            Duration::from_secs(limits.outbound_stall_secs),
+        );
         let inflight = Arc::new(Semaphore::new(limits.max_inflight_events.max(1)));
         let relay_url = nip42::relay_url(
             &state.services.settings.server.public_scheme,
             &ctx.host_header,
         );
         let policy_generation = state.services.access.policy_generation();
-        actix_web::rt::spawn(write_loop(session.clone(), rx));
         Connection {
             state,
             ctx,
             challenge: nip42::new_challenge(),
             relay_url,
             subs: HashMap::new(),
-            live: None,
+            by_key: HashMap::new(),
+            filter_bytes: 0,
+            live: shared.fanout.connect(),
             scope: None,
             policy_generation,
-            out: Outbound {
-                queue,
-                too_slow: Arc::new(Notify::new()),
-            },
+            out,
             inflight,
             session,
+            ping_since: None,
         }
     }
 
-    async fn run(mut self, _session: Session, mut stream: actix_ws::AggregatedMessageStream) {
+    fn stall(&self) -> Duration {
+        Duration::from_secs(self.state.services.settings.limits.outbound_stall_secs)
+    }
+
+    async fn run(mut self, mut stream: actix_ws::AggregatedMessageStream) {
         self.out.send(messages::auth_challenge(&self.challenge));
         self.refresh_scope().await;
         let too_slow = self.out.too_slow.clone();
         let inflight = self.inflight.clone();
+        // Heartbeat: a client that reads answers pings; one that does not, and whose
+        // writes made no progress either, is closed after the stall limit.
+        let mut heartbeat = tokio::time::interval((self.stall() / 2).max(Duration::from_secs(1)));
+        heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // The next message is read only while an in-flight slot is held, so a busy
         // publisher is slowed at the socket while live events keep flowing.
         let mut slot: Option<OwnedSemaphorePermit> = None;
@@ -174,7 +203,7 @@ impl Connection {
                     Some(Ok(AggregatedMessage::Ping(bytes))) => {
                         let _ = self.session.pong(&bytes).await;
                     }
-                    Some(Ok(AggregatedMessage::Pong(_))) => {}
+                    Some(Ok(AggregatedMessage::Pong(_))) => self.ping_since = None,
                     Some(Ok(AggregatedMessage::Close(_))) => break End::ClientClosed,
                     Some(Err(actix_ws::ProtocolError::Overflow)) => {
                         let max = self.state.services.settings.limits.max_message_bytes;
@@ -186,17 +215,21 @@ impl Connection {
                         break End::ProtocolError;
                     }
                 },
-                event = next_live(&mut self.live), if self.live.is_some() => match event {
-                    Ok(event) => self.on_live(&event).await,
-                    // Missed live events matter only to a connection with subscriptions;
-                    // one without just re-reads its access scope (it may have missed a
-                    // membership change).
-                    Err(broadcast::error::RecvError::Lagged(_)) if self.subs.is_empty() => {
-                        self.refresh_scope().await;
-                    }
-                    Err(broadcast::error::RecvError::Lagged(_)) => break End::FellBehind,
-                    Err(broadcast::error::RecvError::Closed) => break End::ClientClosed,
+                delivery = self.live.recv() => match delivery {
+                    Some(delivery) => self.on_live(delivery).await,
+                    None => break End::FellBehind,
                 },
+                _ = heartbeat.tick() => {
+                    if let Some(since) = self.ping_since {
+                        let quiet_since = since.max(self.out.last_progress());
+                        if quiet_since.elapsed() >= self.stall() {
+                            break End::Stalled;
+                        }
+                    } else {
+                        self.ping_since = Some(Instant::now());
+                        self.out.ping();
+                    }
+                }
                 _ = too_slow.notified() => break End::QueueFull,
             }
         };
@@ -209,6 +242,10 @@ impl Connection {
             End::FellBehind => Some(CloseReason {
                 code: CloseCode::Policy,
                 description: Some("too slow: fell behind live events".into()),
+            }),
+            End::Stalled => Some(CloseReason {
+                code: CloseCode::Policy,
+                description: Some("too slow: not reading".into()),
             }),
             End::Oversized => Some(CloseReason {
                 code: CloseCode::Size,
@@ -234,13 +271,22 @@ impl Connection {
                     self.on_event(&value, permit)
                 }
             }
-            Ok(ClientMessage::Req { sub_id, filters }) => self.on_req(sub_id, filters).await,
-            Ok(ClientMessage::Close(sub_id)) => {
-                self.subs.remove(&sub_id);
-                self.drop_live_if_idle();
-            }
+            Ok(ClientMessage::Req {
+                sub_id,
+                filters,
+                filter_bytes,
+            }) => self.serve_req(sub_id, filters, filter_bytes).await,
+            Ok(ClientMessage::Close(sub_id)) => self.close_sub(&sub_id),
             Ok(ClientMessage::Auth(value)) => self.on_auth(value).await,
-            Err(reason) => self.out.send(messages::notice(&reason.wire_text())),
+            Err(reason) => {
+                let text_of_reason = reason.wire_text();
+                // An EVENT that is not even JSON still gets an OK its client can match,
+                // when its id can be read.
+                if let Some(id) = salvage::event_id(text) {
+                    self.out.send(messages::ok(&id, false, &text_of_reason));
+                }
+                self.out.send(messages::notice(&text_of_reason));
+            }
         }
     }
 
@@ -256,8 +302,11 @@ impl Connection {
                     .ok()
                     .and_then(|v| v.get("id").and_then(Value::as_str).map(str::to_owned))
                     .unwrap_or_default();
-                let reason = Reason::invalid(format!("not a Nostr event: {e}"));
-                self.out.send(messages::ok(&id, false, &reason.wire_text()));
+                let reason = Reason::invalid(format!("not a Nostr event: {e}")).wire_text();
+                self.out.send(messages::ok(&id, false, &reason));
+                // Every unparseable EVENT also gets a NOTICE: a client that cannot match
+                // the OK (no readable id) still learns why.
+                self.out.send(messages::notice(&reason));
                 return;
             }
         };
@@ -272,64 +321,107 @@ impl Connection {
         });
     }
 
-    async fn on_req(&mut self, sub_id: String, raw: Vec<Value>) {
-        self.serve_req(sub_id, raw).await;
-        self.drop_live_if_idle();
-    }
-
-    /// Stop listening to the live bus when no subscription is open.
-    fn drop_live_if_idle(&mut self) {
-        if self.subs.is_empty() {
-            self.live = None;
+    /// Forget subscription `sub_id` (if open).
+    fn close_sub(&mut self, sub_id: &str) {
+        if let Some(sub) = self.subs.remove(sub_id) {
+            self.live.remove(sub.key);
+            self.by_key.remove(&sub.key);
+            self.filter_bytes -= sub.filter_bytes;
         }
     }
 
-    async fn serve_req(&mut self, sub_id: String, raw: Vec<Value>) {
-        let max_subs = self.state.services.settings.limits.max_subscriptions;
+    /// Refuse a REQ: it ends any subscription of that id.
+    fn refuse_req(&mut self, sub_id: &str, reason: &Reason) {
+        self.close_sub(sub_id);
+        self.out.send(messages::closed(sub_id, &reason.wire_text()));
+    }
+
+    async fn serve_req(&mut self, sub_id: String, raw: Vec<Value>, filter_bytes: usize) {
+        let limits = &self.state.services.settings.limits;
+        let (max_subs, max_filter_bytes) = (limits.max_subscriptions, limits.max_filter_bytes);
         if !self.subs.contains_key(&sub_id) && self.subs.len() >= max_subs {
             let reason = Reason::RateLimited(format!("at most {max_subs} open subscriptions"));
             self.out
                 .send(messages::closed(&sub_id, &reason.wire_text()));
             return;
         }
-        let filters = match Filter::parse_many(&raw) {
-            Ok(filters) => filters,
+        // A REQ with an open id replaces that subscription: its bytes are given back.
+        let replaced = self.subs.get(&sub_id).map_or(0, |s| s.filter_bytes);
+        if self.filter_bytes - replaced + filter_bytes > max_filter_bytes {
+            let reason = Reason::invalid(format!(
+                "the filters of this connection's subscriptions would exceed \
+                 {max_filter_bytes} bytes (max_filter_bytes)"
+            ));
+            return self.refuse_req(&sub_id, &reason);
+        }
+        let prepared = match Filter::parse_many(&raw) {
+            Ok(filters) => self.state.query.prepare(&self.ctx, filters).await,
+            Err(reason) => Err(reason),
+        };
+        let prepared = match prepared {
+            Ok(prepared) => prepared,
+            Err(reason) => return self.refuse_req(&sub_id, &reason),
+        };
+        self.close_sub(&sub_id);
+        // Listen before querying, so nothing stored meanwhile is missed; the scope may
+        // be stale after a time without subscriptions.
+        let was_idle = self.live.is_idle();
+        let key = self.live.add(prepared.live_filters());
+        if was_idle {
+            self.refresh_scope().await;
+        }
+        let result = match self.state.query.execute(&self.ctx, prepared).await {
+            Ok(result) if result.object.is_some() => Err(Reason::invalid(
+                "this request is only served by POST /query",
+            )),
+            other => other,
+        };
+        let mut result = match result {
+            Ok(result) => result,
             Err(reason) => {
-                self.subs.remove(&sub_id);
+                self.live.remove(key);
                 self.out
                     .send(messages::closed(&sub_id, &reason.wire_text()));
                 return;
             }
         };
-        if self.live.is_none() {
-            // Listen before querying, so nothing stored meanwhile is missed; the scope may
-            // be stale after a time without listening.
-            self.live = Some(self.state.services.bus.subscribe());
-            self.refresh_scope().await;
-        }
-        match self.state.query.run(&self.ctx, filters).await {
-            Ok(result) if result.object.is_some() => {
-                self.subs.remove(&sub_id);
-                let reason = Reason::invalid("this request is only served by POST /query");
-                self.out
-                    .send(messages::closed(&sub_id, &reason.wire_text()));
-            }
-            Ok(result) => {
-                for event in &result.events {
-                    if !self.out.send_answer(messages::event(&sub_id, event)).await {
-                        return;
+        // Stream core's events a page at a time within the outbound bound, then the
+        // plugins' events, then EOSE; the subscription is live from then on.
+        let page_budget = self.state.services.settings.limits.max_outbound_bytes;
+        loop {
+            match result.stored.next_page(page_budget).await {
+                Ok(Some(page)) => {
+                    if !self.send_events(&sub_id, &page).await {
+                        return self.live.remove(key);
                     }
                 }
-                if self.out.send_answer(messages::eose(&sub_id)).await {
-                    self.subs.insert(sub_id, result.live_filters);
+                Ok(None) => break,
+                Err(reason) => {
+                    self.live.remove(key);
+                    self.out
+                        .send(messages::closed(&sub_id, &reason.wire_text()));
+                    return;
                 }
             }
-            Err(reason) => {
-                self.subs.remove(&sub_id);
-                self.out
-                    .send(messages::closed(&sub_id, &reason.wire_text()));
+        }
+        if !self.send_events(&sub_id, &result.events).await
+            || !self.out.send_answer(messages::eose(&sub_id)).await
+        {
+            return self.live.remove(key);
+        }
+        self.by_key.insert(key, sub_id.clone());
+        self.filter_bytes += filter_bytes;
+        self.subs.insert(sub_id, Sub { key, filter_bytes });
+    }
+
+    /// Queue a REQ's events, waiting for room; `false`: the client is gone or too slow.
+    async fn send_events(&self, sub_id: &str, events: &[Event]) -> bool {
+        for event in events {
+            if !self.out.send_answer(messages::event(sub_id, event)).await {
+                return false;
             }
         }
+        true
     }
 
     async fn on_auth(&mut self, value: Value) {
@@ -365,7 +457,8 @@ impl Connection {
         }
     }
 
-    async fn on_live(&mut self, event: &StoredEvent) {
+    async fn on_live(&mut self, delivery: Delivery) {
+        let event = &delivery.event;
         // Membership, channel and sanction changes (and policy reloads) change what this
         // caller may read: recompute before delivering anything else, so a revoked
         // reader stops receiving immediately.
@@ -378,29 +471,11 @@ impl Connection {
         if !self.state.services.access.can_see(scope, event) {
             return;
         }
-        for (sub_id, filters) in &self.subs {
-            if filters.iter().any(|f| f.matches(&event.event)) {
+        for key in &delivery.subs {
+            // A key without an id: closed or replaced since, or not yet past its EOSE.
+            if let Some(sub_id) = self.by_key.get(key) {
                 self.out.send(messages::event(sub_id, &event.event));
             }
-        }
-    }
-}
-
-/// The next live event, or never when not listening.
-async fn next_live(
-    live: &mut Option<broadcast::Receiver<Arc<StoredEvent>>>,
-) -> Result<Arc<StoredEvent>, broadcast::error::RecvError> {
-    match live {
-        Some(rx) => rx.recv().await,
-        None => std::future::pending().await,
-    }
-}
-
-/// Drain the outbound queue into the socket until either side is gone.
-async fn write_loop(mut session: Session, mut rx: mpsc::Receiver<String>) {
-    while let Some(text) = rx.recv().await {
-        if session.text(text).await.is_err() {
-            break;
         }
     }
 }

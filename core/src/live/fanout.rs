@@ -1,0 +1,197 @@
+//! Live fan-out within one process: one dispatcher task receives every published event
+//! from the [`LiveBus`] and hands it only to the connections whose subscriptions match,
+//! found through the [`SubscriptionIndex`].
+//!
+//! Connections hold a [`LiveInbox`]: a bounded queue of [`Delivery`]s plus their
+//! subscriptions' keys. The dispatcher never waits for a connection: one whose inbox is
+//! full has fallen behind and its inbox is closed (the connection then ends).
+
+use super::index::{SubKey, SubscriptionIndex};
+use super::{LiveBus, LIVE_BUFFER};
+use crate::event::StoredEvent;
+use crate::filter::Filter;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use tokio::sync::{broadcast, mpsc};
+
+/// An event for one connection, with the subscriptions it matched (empty for an event
+/// every subscribed connection gets, see [`Fanout::start`]).
+pub struct Delivery {
+    pub event: Arc<StoredEvent>,
+    pub subs: Vec<SubKey>,
+}
+
+/// The process's live subscriptions and the connections that own them.
+pub struct Fanout {
+    state: Mutex<Hub>,
+    next_key: AtomicU64,
+}
+
+#[derive(Default)]
+struct Hub {
+    index: SubscriptionIndex,
+    owner: HashMap<SubKey, u64>,
+    /// Every connection's inbox and how many subscriptions it has open. Dropping a
+    /// sender closes that inbox: how a connection learns it fell behind.
+    conns: HashMap<u64, (mpsc::Sender<Delivery>, usize)>,
+}
+
+impl Fanout {
+    /// Start the dispatcher on `bus`. Events for which `to_everyone` is true (access
+    /// changes: every reader must re-check what it may see) go to every connection with
+    /// a subscription, whether or not one matches.
+    pub fn start(bus: &dyn LiveBus, to_everyone: fn(&StoredEvent) -> bool) -> Arc<Fanout> {
+        let fanout = Arc::new(Fanout {
+            state: Mutex::new(Hub::default()),
+            next_key: AtomicU64::new(1),
+        });
+        tokio::spawn(dispatch(
+            bus.subscribe(),
+            Arc::downgrade(&fanout),
+            to_everyone,
+        ));
+        fanout
+    }
+
+    /// A new connection's inbox (it costs nothing until it subscribes).
+    pub fn connect(self: &Arc<Self>) -> LiveInbox {
+        let id = self.next_key.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = mpsc::channel(LIVE_BUFFER);
+        self.hub().conns.insert(id, (tx, 0));
+        LiveInbox {
+            fanout: self.clone(),
+            id,
+            rx,
+            subs: HashSet::new(),
+        }
+    }
+
+    /// Subscriptions open in this process.
+    pub fn subscriptions(&self) -> usize {
+        self.hub().index.len()
+    }
+
+    fn hub(&self) -> MutexGuard<'_, Hub> {
+        // A panic while holding the lock leaves plain maps behind; keep serving.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn deliver(&self, event: Arc<StoredEvent>, everyone: bool) {
+        let mut hub = self.hub();
+        let mut per_conn: HashMap<u64, Vec<SubKey>> = HashMap::new();
+        if everyone {
+            let subscribed = hub.conns.iter().filter(|(_, (_, n))| *n > 0);
+            per_conn.extend(subscribed.map(|(c, _)| (*c, Vec::new())));
+        }
+        for sub in hub.index.matching(&event.event) {
+            if let Some(conn) = hub.owner.get(&sub) {
+                per_conn.entry(*conn).or_default().push(sub);
+            }
+        }
+        let mut behind = Vec::new();
+        for (conn, subs) in per_conn {
+            let Some((tx, _)) = hub.conns.get(&conn) else {
+                continue;
+            };
+            let delivery = Delivery {
+                event: event.clone(),
+                subs,
+            };
+            if let Err(mpsc::error::TrySendError::Full(_)) = tx.try_send(delivery) {
+                behind.push(conn);
+            }
+        }
+        // Dropping the sender closes the inbox: the connection sees it fell behind.
+        for conn in behind {
+            hub.conns.remove(&conn);
+        }
+    }
+
+    /// Every subscribed connection may have missed events.
+    fn all_behind(&self) {
+        self.hub().conns.retain(|_, (_, n)| *n == 0);
+    }
+}
+
+async fn dispatch(
+    mut rx: broadcast::Receiver<Arc<StoredEvent>>,
+    fanout: Weak<Fanout>,
+    to_everyone: fn(&StoredEvent) -> bool,
+) {
+    loop {
+        let received = rx.recv().await;
+        let Some(fanout) = fanout.upgrade() else {
+            return;
+        };
+        match received {
+            Ok(event) => {
+                let everyone = to_everyone(&event);
+                fanout.deliver(event, everyone);
+            }
+            Err(broadcast::error::RecvError::Lagged(missed)) => {
+                tracing::warn!(missed, "live fan-out fell behind the bus");
+                fanout.all_behind();
+            }
+            Err(broadcast::error::RecvError::Closed) => return,
+        }
+    }
+}
+
+/// One connection's live subscriptions and the events they matched.
+pub struct LiveInbox {
+    fanout: Arc<Fanout>,
+    id: u64,
+    rx: mpsc::Receiver<Delivery>,
+    subs: HashSet<SubKey>,
+}
+
+impl LiveInbox {
+    /// Make `filters` live; deliveries name the returned key.
+    pub fn add(&mut self, filters: &[Filter]) -> SubKey {
+        let key = self.fanout.next_key.fetch_add(1, Ordering::Relaxed);
+        let mut hub = self.fanout.hub();
+        hub.index.insert(key, filters);
+        hub.owner.insert(key, self.id);
+        if let Some((_, n)) = hub.conns.get_mut(&self.id) {
+            *n += 1;
+        }
+        self.subs.insert(key);
+        key
+    }
+
+    /// Stop delivering for `key`.
+    pub fn remove(&mut self, key: SubKey) {
+        if !self.subs.remove(&key) {
+            return;
+        }
+        let mut hub = self.fanout.hub();
+        hub.index.remove(key);
+        hub.owner.remove(&key);
+        if let Some((_, n)) = hub.conns.get_mut(&self.id) {
+            *n = n.saturating_sub(1);
+        }
+    }
+
+    /// No subscription is open.
+    pub fn is_idle(&self) -> bool {
+        self.subs.is_empty()
+    }
+
+    /// The next delivery; `None` when the connection fell behind (the dispatcher closed
+    /// its inbox).
+    pub async fn recv(&mut self) -> Option<Delivery> {
+        self.rx.recv().await
+    }
+}
+
+impl Drop for LiveInbox {
+    fn drop(&mut self) {
+        let mut hub = self.fanout.hub();
+        for key in self.subs.drain() {
+            hub.index.remove(key);
+            hub.owner.remove(&key);
+        }
+        hub.conns.remove(&self.id);
+    }
+}

@@ -1,0 +1,74 @@
+//! Core's part of a query answer, read from the store a page at a time.
+
+use crate::error::Reason;
+use crate::event::Event;
+use crate::store::{load_events, EventKey, Store};
+
+/// Most rows one page reads (each is one SQL parameter).
+const MAX_PAGE_ROWS: usize = 256;
+/// What an event costs on the wire besides its content and tags (id, pubkey, sig, keys,
+/// framing): added to each key's size when a page is sized.
+const EVENT_OVERHEAD: usize = 400;
+
+/// The keys of core's matches in wire order, and how far they have been read.
+pub struct StoredAnswer {
+    store: Store,
+    community_id: i64,
+    keys: Vec<EventKey>,
+    next: usize,
+}
+
+impl StoredAnswer {
+    pub(crate) fn empty(store: Store) -> Self {
+        Self::new(store, 0, Vec::new())
+    }
+
+    pub(crate) fn new(store: Store, community_id: i64, keys: Vec<EventKey>) -> Self {
+        StoredAnswer {
+            store,
+            community_id,
+            keys,
+            next: 0,
+        }
+    }
+
+    /// Nothing matched.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// The next events, about `budget` bytes of them (at least one row); `None` when all
+    /// were read. An event deleted since the query matched is skipped (a page may then
+    /// be empty).
+    pub async fn next_page(&mut self, budget: usize) -> Result<Option<Vec<Event>>, Reason> {
+        let mut end = self.next;
+        let mut bytes = 0;
+        while end < self.keys.len() && end - self.next < MAX_PAGE_ROWS {
+            let size = self.keys[end].size.saturating_add(EVENT_OVERHEAD);
+            if end > self.next && bytes + size > budget {
+                break;
+            }
+            bytes += size;
+            end += 1;
+        }
+        if end == self.next {
+            return Ok(None);
+        }
+        let seqs: Vec<i64> = self.keys[self.next..end].iter().map(|k| k.seq).collect();
+        self.next = end;
+        let community_id = self.community_id;
+        self.store
+            .read(move |mut conn| load_events(&mut conn, community_id, &seqs))
+            .await
+            .map(Some)
+    }
+
+    /// Every remaining event at once (`POST /query`, whose body is one JSON array).
+    pub async fn collect(mut self) -> Result<Vec<Event>, Reason> {
+        let mut all = Vec::new();
+        while let Some(page) = self.next_page(usize::MAX).await? {
+            all.extend(page);
+        }
+        Ok(all)
+    }
+}
