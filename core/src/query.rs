@@ -99,7 +99,13 @@ impl QueryService {
         let limits = &self.services.settings.limits;
         let mut stored = StoredAnswer::empty(self.services.store.clone());
         if !standard.is_empty() {
-            let scope = self.services.access.read_scope(ctx).await?;
+            // Filters that all name their channels need decisions on those alone.
+            let named: Option<Vec<String>> = standard
+                .iter()
+                .map(|f| f.channels().map(<[String]>::to_vec))
+                .collect::<Option<Vec<_>>>()
+                .map(|lists| lists.concat());
+            let scope = self.services.access.scope_for(ctx, named).await?;
             let community_id = scope.community_id;
             let max_limit = limits.max_limit;
             let jobs: Vec<(Filter, u64)> = standard

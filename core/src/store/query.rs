@@ -19,8 +19,42 @@ pub enum ChannelScope {
     /// No channel-scoped rows at all (e.g. unauthenticated readers).
     None,
     /// Only these channels.
-    Only(Vec<String>),
+    Only(ChannelSet),
 }
+
+/// A set of channel ids, shared (cheap to clone): a reader may have tens of thousands,
+/// and live delivery asks "is this channel in it" for every event.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ChannelSet(std::sync::Arc<std::collections::HashSet<String>>);
+
+impl ChannelSet {
+    pub fn contains(&self, channel: &str) -> bool {
+        self.0.contains(channel)
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &String> {
+        self.0.iter()
+    }
+}
+
+impl FromIterator<String> for ChannelSet {
+    fn from_iter<I: IntoIterator<Item = String>>(ids: I) -> Self {
+        ChannelSet(std::sync::Arc::new(ids.into_iter().collect()))
+    }
+}
+
+/// Above this many channels, SQLite gets the reader's channels as one JSON parameter
+/// instead of one bound variable each (it allows at most 32,766 per statement).
+/// PostgreSQL always binds them as one array.
+const INLINE_CHANNELS: usize = 200;
 
 /// Where a query looks: one community, and within it what the reader may see.
 #[derive(Debug, Clone)]
@@ -45,7 +79,7 @@ impl Scope {
             (Some(_), ChannelScope::All) => true,
             (Some(_), ChannelScope::None) => false,
             (Some(ch), ChannelScope::Only(list)) => {
-                list.iter().any(|c| c == ch) && self.expiry.get(ch).is_none_or(|t| *t > now)
+                list.contains(ch) && self.expiry.get(ch).is_none_or(|t| *t > now)
             }
         }
     }
@@ -55,7 +89,7 @@ impl Scope {
         match &self.channels {
             ChannelScope::All => true,
             ChannelScope::None => false,
-            ChannelScope::Only(list) => list.iter().any(|c| c == channel),
+            ChannelScope::Only(list) => list.contains(channel),
         }
     }
 }
@@ -122,11 +156,23 @@ pub fn query_keys(
     if limit == 0 || filter.is_empty_match() {
         return Ok(Vec::new());
     }
-    if let ChannelScope::Only(list) = &scope.channels {
-        if list.is_empty() && filter.channels().is_some() {
-            return Ok(Vec::new());
-        }
+    // The channels this filter may touch: the reader's, narrowed to those it names.
+    let readable: Option<Vec<String>> = match &scope.channels {
+        ChannelScope::Only(set) => Some(match filter.channels() {
+            Some(named) => named.iter().filter(|c| set.contains(c)).cloned().collect(),
+            None => set.iter().cloned().collect(),
+        }),
+        _ => None,
+    };
+    if readable.as_ref().is_some_and(Vec::is_empty) && filter.channels().is_some() {
+        return Ok(Vec::new());
     }
+    let as_json = match (&readable, conn.backend()) {
+        (Some(list), super::Backend::Sqlite) if list.len() > INLINE_CHANNELS => {
+            Some(serde_json::to_string(list).map_err(|e| Reason::Internal(e.into()))?)
+        }
+        _ => None,
+    };
     let rows: Vec<(i64, i64, String, i32)> = with_conn!(conn, |c| {
         let mut q = events::table
             .filter(events::community_id.eq(scope.community_id))
@@ -143,16 +189,32 @@ pub fn query_keys(
             (ChannelScope::All, false) => q = q.filter(events::channel_id.is_not_null()),
             (ChannelScope::None, true) => q = q.filter(events::channel_id.is_null()),
             (ChannelScope::None, false) => return Ok(Vec::new()),
-            (ChannelScope::Only(list), true) => {
-                q = q.filter(
-                    events::channel_id
-                        .is_null()
-                        .or(events::channel_id.eq_any(list.clone())),
-                )
-            }
-            (ChannelScope::Only(list), false) => {
-                q = q.filter(events::channel_id.eq_any(list.clone()))
-            }
+            (ChannelScope::Only(_), wide) => match &as_json {
+                Some(json) => {
+                    let readable = diesel::dsl::sql::<diesel::sql_types::Bool>(
+                        "events.channel_id IN (SELECT value FROM json_each(",
+                    )
+                    .bind::<diesel::sql_types::Text, _>(json.clone())
+                    .sql("))");
+                    q = if wide {
+                        q.filter(events::channel_id.is_null().or(readable))
+                    } else {
+                        q.filter(readable)
+                    };
+                }
+                None => {
+                    let list = readable.clone().unwrap_or_default();
+                    q = if wide {
+                        q.filter(
+                            events::channel_id
+                                .is_null()
+                                .or(events::channel_id.eq_any(list)),
+                        )
+                    } else {
+                        q.filter(events::channel_id.eq_any(list))
+                    };
+                }
+            },
         }
         if let Some(ids) = &filter.ids {
             q = q.filter(events::id.eq_any(ids.clone()));
