@@ -68,6 +68,14 @@ impl Ingest {
         for plugin in self.plugins.iter() {
             plugin.check_event(ctx, &event).await?;
         }
+        // What the author cannot read answers like what does not exist.
+        channels::unseen::refuse_unreadable(
+            &self.services.store,
+            &self.services.access,
+            ctx,
+            &event,
+        )
+        .await?;
 
         let stored = Arc::new(StoredEvent {
             channel: event.channel_id().map(str::to_owned),
