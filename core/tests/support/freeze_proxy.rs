@@ -9,8 +9,8 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 
-pub struct FreezeProxy {
-    pub addr: SocketAddr,
+pub(crate) struct FreezeProxy {
+    pub(crate) addr: SocketAddr,
     /// `true` = frozen.
     gate: watch::Sender<bool>,
     accept: tokio::task::JoinHandle<()>,
@@ -18,7 +18,7 @@ pub struct FreezeProxy {
 
 impl FreezeProxy {
     /// Listen on 127.0.0.1:0 and forward each connection to `upstream`.
-    pub async fn start(upstream: SocketAddr) -> FreezeProxy {
+    pub(crate) async fn start(upstream: SocketAddr) -> FreezeProxy {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("proxy binds");
         let addr = listener.local_addr().expect("proxy address");
         let (gate, _) = watch::channel(false);
@@ -38,17 +38,17 @@ impl FreezeProxy {
     }
 
     /// `redis://` URL of the proxy.
-    pub fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("redis://{}", self.addr)
     }
 
     /// Stop passing bytes; close nothing.
-    pub fn freeze(&self) {
+    pub(crate) fn freeze(&self) {
         self.gate.send_replace(true);
     }
 
     /// Pass bytes again.
-    pub fn thaw(&self) {
+    pub(crate) fn thaw(&self) {
         self.gate.send_replace(false);
     }
 }
@@ -78,7 +78,7 @@ async fn pump(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, mut gate: watch::
 }
 
 /// The TCP address of a `redis://host:port` URL.
-pub async fn redis_addr(url: &str) -> SocketAddr {
+pub(crate) async fn redis_addr(url: &str) -> SocketAddr {
     let rest = url
         .strip_prefix("redis://")
         .expect("BUZZ_TEST_REDIS_URL starts with redis://");

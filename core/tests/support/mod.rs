@@ -1,3 +1,3 @@
 //! Helpers shared by integration tests that need more than `testkit`.
 
-pub mod freeze_proxy;
+pub(crate) mod freeze_proxy;
