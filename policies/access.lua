@@ -108,7 +108,12 @@ function can_write(req)
       return buzz.deny("restricted", UNKNOWN)
     end
     if channel.private then
-      return buzz.deny("restricted", "channel is private")
+      -- Only those who can already see it learn that it is private; to anyone else it
+      -- is as unknown as a channel that does not exist.
+      if can_see(req) then
+        return buzz.deny("restricted", "channel is private")
+      end
+      return buzz.deny("restricted", UNKNOWN)
     end
     if not community_member(req) then
       return buzz.deny("restricted", "not a member of this community")

@@ -53,6 +53,9 @@ pub struct StorageSettings {
     pub pool_size: u32,
     /// Prefix of every Redis key and channel this relay uses.
     pub redis_prefix: String,
+    /// Deadline of every Redis operation (connecting included), in milliseconds. A Redis
+    /// that does not answer within it refuses the request (`error:` / 503).
+    pub redis_timeout_ms: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -191,6 +194,7 @@ redis_url = ""
 auto_migrate = true
 pool_size = 8
 redis_prefix = "buzz"
+redis_timeout_ms = 2000
 
 [relay]
 data_dir = "./data"

@@ -68,6 +68,14 @@ impl Ingest {
         for plugin in self.plugins.iter() {
             plugin.check_event(ctx, &event).await?;
         }
+        // What the author cannot read answers like what does not exist.
+        channels::unseen::refuse_unreadable(
+            &self.services.store,
+            &self.services.access,
+            ctx,
+            &event,
+        )
+        .await?;
 
         let stored = Arc::new(StoredEvent {
             channel: event.channel_id().map(str::to_owned),
@@ -82,6 +90,9 @@ impl Ingest {
             });
         }
 
+        // Fail closed before committing: with a shared bus that is down (Redis stalled
+        // or lost), a stored event would reach no other process's subscribers.
+        self.services.bus.ready().await?;
         let (outcome, relay_events) = self.store(ctx, stored.clone()).await?;
         match outcome {
             InsertOutcome::Stored { .. } => {}
@@ -100,16 +111,20 @@ impl Ingest {
 
         // Before `OK`: the author's next request must see the change.
         self.services.access.changed(&stored);
+        let mut fan_out = Ok(());
         for event in std::iter::once(&stored).chain(relay_events.iter()) {
             if let Err(err) = self.services.bus.publish(event.clone()).await {
-                // The event is durable; only live delivery failed. Say so in the log,
-                // not to the author, whose write succeeded.
-                tracing::error!(error = %err.wire_text(), id = %event.event.id, "live fan-out failed");
+                tracing::error!(error = %err, id = %event.event.id, "live fan-out failed");
+                fan_out = fan_out.and(Err(err));
             }
         }
         for plugin in self.plugins.iter() {
             plugin.on_committed(ctx, &stored).await;
         }
+        // The event is durable, but it was not delivered live (the bus failed between
+        // `ready` and `publish`): not acknowledged as accepted. The author's retry is
+        // answered `duplicate:` (accepted), so nothing is lost for them.
+        fan_out?;
         Ok(Accepted {
             message: String::new(),
         })

@@ -20,6 +20,7 @@ pub mod keys;
 pub mod live;
 pub mod plugin;
 pub mod query;
+pub mod redis_link;
 pub mod relay;
 pub mod replay;
 pub mod store;

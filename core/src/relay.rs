@@ -13,14 +13,12 @@ use crate::keys::Keys;
 use crate::live::{LiveBus, MemoryBus, RedisBus};
 use crate::plugin::{Plugin, PluginCatalog, PluginEntry, Services};
 use crate::query::QueryService;
+use crate::redis_link::RedisLink;
 use crate::replay::{MemoryReplayGuard, RedisReplayGuard, ReplayGuard};
 use crate::store::Store;
 use anyhow::Context;
 use std::net::SocketAddr;
 use std::sync::Arc;
-
-/// How long start-up waits for `storage.redis_url` to answer before refusing to start.
-const REDIS_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The relay key: `relay.private_key` when set, else `<data_dir>/relay.key` (generated on
 /// first use). Also says where it came from, for messages.
@@ -203,14 +201,14 @@ impl RelayBuilder {
     }
 }
 
-/// Live bus, replay guard and Redis connection: in-process without `storage.redis_url`,
+/// Live bus, replay guard and Redis link: in-process without `storage.redis_url`,
 /// shared through Redis with it.
 async fn connect_shared(
     settings: &Settings,
 ) -> anyhow::Result<(
     Arc<dyn LiveBus>,
     Arc<dyn ReplayGuard>,
-    Option<redis::aio::ConnectionManager>,
+    Option<Arc<RedisLink>>,
 )> {
     if settings.storage.redis_url.is_empty() {
         return Ok((
@@ -222,24 +220,25 @@ async fn connect_shared(
     let prefix = &settings.storage.redis_prefix;
     let client =
         redis::Client::open(settings.storage.redis_url.as_str()).context("storage.redis_url")?;
-    // Bounded: ConnectionManager's own retries back off for minutes before giving up, and
-    // a relay must not sit there instead of refusing to start.
-    let conn = tokio::time::timeout(
-        REDIS_CONNECT_TIMEOUT,
-        redis::aio::ConnectionManager::new(client.clone()),
-    )
-    .await
-    .map_err(|_| anyhow::anyhow!("no answer within {REDIS_CONNECT_TIMEOUT:?}"))
-    .and_then(|connected| connected.map_err(anyhow::Error::from))
-    .context("connecting to redis")?;
-    let bus = RedisBus::start(client, prefix)
+    // One attempt within the deadline, so a refused port is reported as refused at once
+    // (retrying with back-off would only turn it into "no answer").
+    let link = RedisLink::connect(client, redis_deadline(settings))
+        .await
+        .with_context(|| format!("connecting to redis at {}", settings.storage.redis_url))?;
+    let link = Arc::new(link);
+    let bus = RedisBus::start(link.clone(), prefix)
         .await
         .context("subscribing to redis live channel")?;
     Ok((
         Arc::new(bus),
-        Arc::new(RedisReplayGuard::new(conn.clone(), prefix)),
-        Some(conn),
+        Arc::new(RedisReplayGuard::new(link.clone(), prefix)),
+        Some(link),
     ))
+}
+
+/// `storage.redis_timeout_ms`: the deadline of every Redis operation.
+pub(crate) fn redis_deadline(settings: &Settings) -> std::time::Duration {
+    std::time::Duration::from_millis(settings.storage.redis_timeout_ms.max(1))
 }
 
 /// Load every community's policies (unless disabled) and reload them on SIGHUP.

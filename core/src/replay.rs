@@ -4,8 +4,9 @@
 //! in-process otherwise. A Redis failure refuses the request (fail closed).
 
 use crate::error::Reason;
+use crate::redis_link::RedisLink;
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 #[async_trait::async_trait]
@@ -42,16 +43,17 @@ impl ReplayGuard for MemoryReplayGuard {
     }
 }
 
-/// Guard shared by every process through Redis.
+/// Guard shared by every process through Redis. Every check runs within the link's
+/// deadline; no answer refuses the request (`error:` / 503), never lets it through.
 pub struct RedisReplayGuard {
-    conn: redis::aio::ConnectionManager,
+    link: Arc<RedisLink>,
     prefix: String,
 }
 
 impl RedisReplayGuard {
-    pub fn new(conn: redis::aio::ConnectionManager, prefix: &str) -> Self {
+    pub fn new(link: Arc<RedisLink>, prefix: &str) -> Self {
         RedisReplayGuard {
-            conn,
+            link,
             prefix: format!("{prefix}:replay:"),
         }
     }
@@ -60,19 +62,13 @@ impl RedisReplayGuard {
 #[async_trait::async_trait]
 impl ReplayGuard for RedisReplayGuard {
     async fn first_use(&self, key: &str, ttl: Duration) -> Result<bool, Reason> {
-        let mut conn = self.conn.clone();
-        let set: Option<String> = redis::cmd("SET")
-            .arg(format!("{}{key}", self.prefix))
+        let mut set = redis::cmd("SET");
+        set.arg(format!("{}{key}", self.prefix))
             .arg(1)
             .arg("NX")
             .arg("EX")
-            .arg(ttl.as_secs().max(1))
-            .query_async(&mut conn)
-            .await
-            .map_err(|e| {
-                tracing::error!(error = %e, "replay guard: redis failed; refusing the request");
-                Reason::Unavailable("authentication store unavailable".into())
-            })?;
-        Ok(set.is_some())
+            .arg(ttl.as_secs().max(1));
+        let first: Option<String> = self.link.run("authentication store", &set).await?;
+        Ok(first.is_some())
     }
 }

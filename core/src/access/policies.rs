@@ -201,8 +201,13 @@ fn rate_limiter(
         return Ok(Arc::new(MemoryRateLimiter::new()));
     }
     let prefix = format!("{}:{counters}:{host}:", settings.storage.redis_prefix);
-    let limiter =
-        RedisRateLimiter::new(&settings.storage.redis_url, prefix).context("storage.redis_url")?;
+    // A hit runs inside a policy call (synchronously, on the request's thread), so it gets
+    // the shorter of the Redis deadline and the call's own bound (at least 1 ms: a zero
+    // socket timeout is refused).
+    let call = Duration::from_millis(settings.policies.call_timeout_ms.max(1));
+    let limiter = RedisRateLimiter::new(&settings.storage.redis_url, prefix)
+        .context("storage.redis_url")?
+        .with_timeout(crate::relay::redis_deadline(settings).min(call));
     Ok(Arc::new(limiter))
 }
 

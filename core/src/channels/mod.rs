@@ -8,6 +8,7 @@
 pub mod group_state;
 pub mod kinds;
 pub mod threads;
+pub mod unseen;
 pub mod validate;
 
 use crate::error::Reason;

@@ -28,6 +28,12 @@ pub const LIVE_BUFFER: usize = 8_192;
 pub trait LiveBus: Send + Sync + 'static {
     /// Deliver `event` to every process's subscribers.
     async fn publish(&self, event: Arc<StoredEvent>) -> Result<(), Reason>;
+    /// `Ok` when a publish is expected to succeed; an error (`Reason::Unavailable`) when
+    /// the bus is known to be down. Ingest asks before committing, so a write is refused
+    /// rather than stored without live delivery. In-process buses are always ready.
+    async fn ready(&self) -> Result<(), Reason> {
+        Ok(())
+    }
     /// Receive every event published by any process, from now on.
     fn subscribe(&self) -> broadcast::Receiver<Arc<StoredEvent>>;
 }

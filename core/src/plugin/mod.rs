@@ -66,8 +66,9 @@ pub struct Services {
     pub clock: Arc<dyn Clock>,
     pub bus: Arc<dyn LiveBus>,
     pub access: Arc<AccessService>,
-    /// Shared Redis, when `storage.redis_url` is set.
-    pub redis: Option<redis::aio::ConnectionManager>,
+    /// Shared Redis, when `storage.redis_url` is set. Every operation through it has the
+    /// `storage.redis_timeout_ms` deadline and reconnects by itself.
+    pub redis: Option<Arc<crate::redis_link::RedisLink>>,
     /// Prefix for every Redis key (`storage.redis_prefix`).
     pub redis_prefix: String,
     pub settings: Arc<Settings>,

@@ -34,6 +34,12 @@ fn kind_values(kinds: &[u32]) -> Vec<i32> {
 ///
 /// Top-level: no `thread_metadata` row (stored before metadata existed — fail-open),
 /// or depth 0, or a broadcast depth-1 reply; and not deleted.
+///
+/// Only events that carry `["h", channel]`: rows must be a subset of the plain `#h`
+/// stream (NIP-CW "Degradation"). The channel column alone also holds relay-signed
+/// group state (39000–39002, tagged `d`), which is replaceable and would otherwise
+/// sit at the head of the timeline. The check probes `event_tags`' primary key
+/// (`event_seq`, …) per candidate, so it keeps the channel index walk.
 pub(crate) fn channel_rows(
     conn: &mut Conn<'_>,
     community_id: i64,
@@ -57,6 +63,12 @@ pub(crate) fn channel_rows(
             .filter(events::community_id.eq(community_id))
             .filter(events::channel_id.eq(channel))
             .filter(events::deleted_at.is_null())
+            .filter(diesel::dsl::exists(
+                event_tags::table
+                    .filter(event_tags::event_seq.eq(events::seq))
+                    .filter(event_tags::name.eq("h"))
+                    .filter(event_tags::value.eq(channel)),
+            ))
             .filter(
                 thread_metadata::event_id
                     .nullable()

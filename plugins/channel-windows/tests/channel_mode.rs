@@ -22,6 +22,7 @@ both_backends!(
     inaccessible_channel_answers_nothing,
     other_top_level_values_are_plain_filters,
     overlays_are_rejected_at_ingest,
+    window_rows_are_a_subset_of_the_plain_h_stream,
 );
 
 async fn same_second_burst_pages_every_row_exactly_once(backend: TestBackend, name: &str) {
@@ -558,6 +559,52 @@ async fn overlays_are_rejected_at_ingest(backend: TestBackend, name: &str) {
         assert_eq!(body["accepted"], json!(false));
         let stored = alice.req(vec![json!({"ids": [forged.id]})]).await;
         assert_eq!(stored, Ok(vec![]), "kind {kind} is not stored");
+    }
+    relay.stop().await;
+}
+
+/// NIP-CW "Degradation": a window's rows are a subset of what the plain `#h` filter
+/// returns. Relay-signed group state (39000–39002) is stored with the channel but
+/// carries `d`, not `h`; without `kinds` it must not appear as a timeline row (where,
+/// being regenerated at every change, it would also jump to the head of the timeline).
+async fn window_rows_are_a_subset_of_the_plain_h_stream(backend: TestBackend, name: &str) {
+    let Some(relay) = relay(backend, name).await else {
+        return;
+    };
+    let mut alice = User::new(&relay).await;
+    let bob = User::new(&relay).await;
+    let ch = alice.create_channel(false).await;
+    let t = now() - 60;
+    let root = alice.post(&ch, "root", t).await;
+    alice.post(&ch, "second", t + 1).await;
+    alice.react(&ch, &root, t + 2).await;
+    // Regenerates 39000–39002 now: newer than every message.
+    alice.add_member(&ch, &bob.pubkey()).await;
+
+    let plain = alice.query(&relay, vec![json!({"#h": [ch]})]).await;
+    let plain: HashSet<String> = ids(&plain).into_iter().collect();
+    for via in [Via::Http, Via::Ws] {
+        let filter = json!({"#h": [ch], "top_level": true});
+        let got = ask(&relay, &mut alice, via, vec![filter])
+            .await
+            .unwrap_or_else(|e| panic!("{via:?}: {e:?}"));
+        let rows: Vec<&Event> = got
+            .iter()
+            .filter(|e| !matches!(e.kind, 39005 | 39006))
+            .collect();
+        assert!(!rows.is_empty(), "{via:?}: the window has rows");
+        for row in &rows {
+            assert!(
+                !matches!(row.kind, 39000..=39002),
+                "{via:?}: relay group state {} served as a timeline row",
+                row.kind
+            );
+            assert!(
+                plain.contains(&row.id),
+                "{via:?}: kind {} row is not in the plain #h stream",
+                row.kind
+            );
+        }
     }
     relay.stop().await;
 }

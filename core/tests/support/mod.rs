@@ -1,0 +1,3 @@
+//! Helpers shared by integration tests that need more than `testkit`.
+
+pub(crate) mod freeze_proxy;

@@ -1,0 +1,188 @@
+//! Write paths are no existence oracles: to someone who cannot read it, an event or a
+//! channel answers exactly like a missing one (byte for byte), while readers still get
+//! the precise refusal. Both backends, over the wire.
+
+use buzz_core::both_backends;
+
+use buzz_core::keys::Keys;
+use buzz_core::testkit::{now, tag, TestBackend, TestRelay, WsClient};
+
+both_backends!(
+    events_in_unreadable_channels_read_as_missing,
+    unreadable_channels_read_as_missing_to_join_and_create,
+);
+
+struct User {
+    keys: Keys,
+    ws: WsClient,
+}
+
+impl User {
+    async fn new(relay: &TestRelay) -> User {
+        let keys = Keys::generate();
+        let mut ws = relay.ws().await;
+        assert_eq!(ws.auth(&keys).await, (true, String::new()));
+        User { keys, ws }
+    }
+
+    fn pubkey(&self) -> String {
+        self.keys.pubkey().to_owned()
+    }
+
+    /// Publish; the `OK` as `(accepted, message)`.
+    async fn send(&mut self, kind: u32, tags: Vec<Vec<String>>) -> (bool, String) {
+        // Unique content: the same tags twice in one second are still two events.
+        let content = uuid::Uuid::new_v4().to_string();
+        let event = self.keys.sign(kind, tags, &content, now());
+        self.ws.publish(&event).await
+    }
+
+    async fn ok(&mut self, kind: u32, tags: Vec<Vec<String>>) -> String {
+        let content = uuid::Uuid::new_v4().to_string();
+        let event = self.keys.sign(kind, tags, &content, now());
+        let (ok, msg) = self.ws.publish(&event).await;
+        assert!(ok, "kind {kind} refused: {msg}");
+        event.id
+    }
+
+    /// The refusal text of a write that must be refused.
+    async fn refusal(&mut self, kind: u32, tags: Vec<Vec<String>>) -> String {
+        let (ok, msg) = self.send(kind, tags).await;
+        assert!(!ok, "kind {kind} was accepted");
+        msg
+    }
+
+    async fn create(&mut self, private: bool) -> String {
+        let id = uuid::Uuid::new_v4().to_string();
+        let mut tags = vec![tag(&["h", &id]), tag(&["name", "c"])];
+        if private {
+            tags.push(tag(&["private"]));
+        }
+        self.ok(9007, tags).await;
+        id
+    }
+}
+
+/// Events pointing at `target` from channel `from`: reaction, edit, reply, kind 5 and a
+/// moderator's removal (9005; the author owns `from`).
+fn pointing(from: &str, target: &str) -> Vec<(u32, Vec<Vec<String>>)> {
+    let h = tag(&["h", from]);
+    let e = tag(&["e", target]);
+    vec![
+        (7, vec![h.clone(), e.clone()]),
+        (40_003, vec![h.clone(), e.clone()]),
+        (9, vec![h.clone(), tag(&["e", target, "", "reply"])]),
+        (5, vec![h.clone(), e.clone()]),
+        (9005, vec![h, e]),
+    ]
+}
+
+async fn events_in_unreadable_channels_read_as_missing(backend: TestBackend, name: &str) {
+    let Some(relay) = TestRelay::start(backend, name).await else {
+        return;
+    };
+    let mut alice = User::new(&relay).await;
+    let mut bob = User::new(&relay).await;
+    let mut carol = User::new(&relay).await;
+    let private = alice.create(true).await;
+    alice
+        .ok(
+            9000,
+            vec![
+                tag(&["h", &private]),
+                tag(&["p", &carol.pubkey(), "member"]),
+            ],
+        )
+        .await;
+    let secret = alice.ok(9, vec![tag(&["h", &private])]).await;
+    let random = hex::encode(rand_bytes());
+    // Each writer acts from a channel of their own (so every kind is theirs to send).
+    let bobs = bob.create(false).await;
+    let carols = carol.create(false).await;
+
+    for ((kind, at_secret), (_, at_random)) in pointing(&bobs, &secret)
+        .into_iter()
+        .zip(pointing(&bobs, &random))
+    {
+        let hidden = bob.refusal(kind, at_secret).await;
+        let missing = bob.refusal(kind, at_random).await;
+        assert_eq!(
+            hidden, missing,
+            "kind {kind}: an unreadable target is an oracle"
+        );
+    }
+    // A reader of the private channel learns the precise reason.
+    for (kind, tags) in pointing(&carols, &secret) {
+        let precise = carol.refusal(kind, tags).await;
+        assert!(
+            precise.ends_with("belongs to a different channel"),
+            "kind {kind}: {precise}"
+        );
+    }
+    relay.stop().await;
+}
+
+async fn unreadable_channels_read_as_missing_to_join_and_create(backend: TestBackend, name: &str) {
+    let Some(relay) = TestRelay::start(backend, name).await else {
+        return;
+    };
+    let mut alice = User::new(&relay).await;
+    let mut bob = User::new(&relay).await;
+    let mut carol = User::new(&relay).await;
+    let private = alice.create(true).await;
+    alice
+        .ok(
+            9000,
+            vec![
+                tag(&["h", &private]),
+                tag(&["p", &carol.pubkey(), "member"]),
+            ],
+        )
+        .await;
+    let unknown = uuid::Uuid::new_v4().to_string();
+
+    // Join: a private channel is as unknown as a missing one to an outsider.
+    let hidden = bob.refusal(9021, vec![tag(&["h", &private])]).await;
+    let missing = bob.refusal(9021, vec![tag(&["h", &unknown])]).await;
+    assert_eq!(hidden, missing, "join");
+    // Other writes into it, too.
+    for kind in [9, 9002, 9022] {
+        let hidden = bob
+            .refusal(kind, vec![tag(&["h", &private]), tag(&["name", "x"])])
+            .await;
+        let missing = bob
+            .refusal(kind, vec![tag(&["h", &unknown]), tag(&["name", "x"])])
+            .await;
+        assert_eq!(hidden, missing, "kind {kind}");
+    }
+
+    // Create with a taken id: an outsider cannot tell a live private channel from a
+    // deleted one (which nobody can read), and is not told that a channel exists.
+    let gone = alice.create(false).await;
+    alice.ok(9008, vec![tag(&["h", &gone])]).await;
+    let create = |id: &str| vec![tag(&["h", id]), tag(&["name", "mine"])];
+    let hidden = bob.refusal(9007, create(&private)).await;
+    let deleted = bob.refusal(9007, create(&gone)).await;
+    assert_eq!(hidden, deleted, "create with a taken id");
+    assert!(
+        !hidden.contains("exist") && !hidden.starts_with("duplicate:"),
+        "{hidden}"
+    );
+    // A member still gets the precise answers.
+    assert_eq!(
+        carol.refusal(9007, create(&private)).await,
+        "duplicate: channel already exists"
+    );
+    assert_eq!(
+        carol.refusal(9021, vec![tag(&["h", &private])]).await,
+        "restricted: channel is private"
+    );
+    relay.stop().await;
+}
+
+fn rand_bytes() -> [u8; 32] {
+    let mut id = [0u8; 32];
+    id[..16].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
+    id[16..].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
+    id
+}
