@@ -152,3 +152,58 @@ async fn twenty_thousand_channels_read_correctly_and_follow_changes(
     bob_ws.close().await;
     relay.stop().await;
 }
+
+/// More readable channels than SQLite allows bound variables in one statement (32,766):
+/// a community-wide read still works (the channel set is one JSON parameter).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn more_readable_channels_than_sqlite_variables() {
+    let relay = TestRelay::start(TestBackend::Sqlite, "many_channels::sqlite_variables")
+        .await
+        .expect("sqlite relay");
+    let community = relay.running().services.communities[0].id;
+    let rows: Vec<ChannelRow> = (0..40_000)
+        .map(|n| ChannelRow {
+            community_id: community,
+            id: uuid(n),
+            name: format!("open {n}"),
+            about: String::new(),
+            private: false,
+            channel_type: "stream".into(),
+            archived: false,
+            ttl_seconds: None,
+            created_by: "ab".repeat(32),
+            created_at: now() - 100,
+            expires_at: None,
+            deleted_at: None,
+        })
+        .collect();
+    relay
+        .running()
+        .services
+        .store
+        .write(move |conn| insert_rows(conn, &rows))
+        .await
+        .expect("seed channels");
+    let (alice, mut alice_ws) = user(&relay).await;
+    let channel = uuid(40_001);
+    publish(
+        &mut alice_ws,
+        &alice.sign(
+            9007,
+            vec![tag(&["h", &channel]), tag(&["name", "x"])],
+            "",
+            now(),
+        ),
+    )
+    .await;
+    let message = alice.sign(9, vec![tag(&["h", &channel])], "hi", now());
+    publish(&mut alice_ws, &message).await;
+    let (_bob, mut bob_ws) = user(&relay).await;
+    assert_eq!(
+        ids(&mut bob_ws, json!({"kinds": [9]})).await,
+        vec![message.id.clone()]
+    );
+    alice_ws.close().await;
+    bob_ws.close().await;
+    relay.stop().await;
+}
