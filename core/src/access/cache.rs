@@ -82,8 +82,11 @@ pub(super) struct Decisions {
     /// When the whole set was last decided (sets are redecided after a while, so a script
     /// that looks at `req.now` is not frozen forever).
     pub(super) decided_at: Instant,
-    /// Channels whose `can_read` allowed this person.
+    /// Channels whose `can_read` allowed this person (shared into every `Scope` built
+    /// from these decisions, never copied per request).
     pub(super) allowed: Arc<HashSet<String>>,
+    /// The TTL channels among `allowed` → when they expire (small: few channels have one).
+    pub(super) expiring: HashMap<String, i64>,
 }
 
 #[derive(Default)]

@@ -14,7 +14,7 @@ use crate::community::Community;
 use crate::ctx::ConnCtx;
 use crate::error::Reason;
 use crate::store::channel_state::ChannelRow;
-use crate::store::{ChannelScope, Scope};
+use crate::store::{ChannelScope, ChannelSet, Scope};
 use buzz_policy::ReadRequest;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -89,31 +89,33 @@ impl AccessService {
         };
         let now = self.clock.now_secs();
         let table = self.channels(community.id).await?;
-        let allowed: Vec<&ChannelRow> = match wanted {
-            Some(wanted) => wanted
-                .iter()
-                .collect::<HashSet<_>>()
-                .into_iter()
-                .filter_map(|id| table.get(id))
-                .filter(|row| !row.is_gone(now) && self.may_read(&person, community, row, now))
-                .collect(),
-            None => {
-                let decided = self.decisions(community, pubkey, &person, &table, at, now);
-                decided
+        let (channels, expiry) = match wanted {
+            Some(wanted) => {
+                let allowed: Vec<&ChannelRow> = wanted
                     .iter()
+                    .collect::<HashSet<_>>()
+                    .into_iter()
                     .filter_map(|id| table.get(id))
-                    .filter(|row| !row.is_gone(now))
-                    .collect()
+                    .filter(|row| !row.is_gone(now) && self.may_read(&person, community, row, now))
+                    .collect();
+                let expiry = allowed
+                    .iter()
+                    .filter_map(|row| Some((row.id.clone(), row.expires_at?)))
+                    .collect();
+                let set = allowed.into_iter().map(|row| row.id.clone()).collect();
+                (set, expiry)
+            }
+            None => {
+                let (allowed, expiring) =
+                    self.decisions(community, pubkey, &person, &table, at, now);
+                (ChannelSet::from(allowed), expiring)
             }
         };
         Ok(Scope {
             community_id: community.id,
             community_wide,
-            expiry: allowed
-                .iter()
-                .filter_map(|row| Some((row.id.clone(), row.expires_at?)))
-                .collect(),
-            channels: ChannelScope::Only(allowed.into_iter().map(|row| row.id.clone()).collect()),
+            channels: ChannelScope::Only(channels),
+            expiry,
         })
     }
 
@@ -129,7 +131,7 @@ impl AccessService {
         table: &ChannelTable,
         at: u64,
         now: i64,
-    ) -> Arc<HashSet<String>> {
+    ) -> (Arc<HashSet<String>>, HashMap<String, i64>) {
         let generation = self.policy_generation();
         let cached = self
             .cache
@@ -139,7 +141,6 @@ impl AccessService {
             let Since::Exactly(changes) = self.cache.since(d.at) else {
                 return None;
             };
-            let allowed = Arc::make_mut(&mut d.allowed);
             for change in changes {
                 let channel = match change {
                     Change::Channel {
@@ -160,33 +161,59 @@ impl AccessService {
                     Change::All => return None,
                     _ => continue,
                 };
-                let readable = table
-                    .get(&channel)
-                    .is_some_and(|row| self.may_read(person, community, row, now));
-                if readable {
-                    allowed.insert(channel);
-                } else {
-                    allowed.remove(&channel);
+                let row = table.get(&channel).filter(|row| !row.is_gone(now));
+                let readable = row.is_some_and(|row| self.may_read(person, community, row, now));
+                match row.and_then(|r| r.expires_at).filter(|_| readable) {
+                    Some(t) => d.expiring.insert(channel.clone(), t),
+                    None => d.expiring.remove(&channel),
+                };
+                // The set may be shared with scopes in use: copy it only for a real change.
+                if readable != d.allowed.contains(&channel) {
+                    let allowed = Arc::make_mut(&mut d.allowed);
+                    if readable {
+                        allowed.insert(channel);
+                    } else {
+                        allowed.remove(&channel);
+                    }
                 }
             }
             d.at = at;
             Some(d)
         });
-        let decisions = brought_forward.unwrap_or_else(|| Decisions {
-            at,
-            generation,
-            decided_at: Instant::now(),
-            allowed: Arc::new(
-                table
-                    .rows()
-                    .filter(|row| !row.is_gone(now) && self.may_read(person, community, row, now))
-                    .map(|row| row.id.clone())
+        let mut decisions = brought_forward.unwrap_or_else(|| {
+            let allowed: Vec<&ChannelRow> = table
+                .rows()
+                .filter(|row| !row.is_gone(now) && self.may_read(person, community, row, now))
+                .collect();
+            Decisions {
+                at,
+                generation,
+                decided_at: Instant::now(),
+                expiring: allowed
+                    .iter()
+                    .filter_map(|row| Some((row.id.clone(), row.expires_at?)))
                     .collect(),
-            ),
+                allowed: Arc::new(allowed.into_iter().map(|row| row.id.clone()).collect()),
+            }
         });
-        let allowed = decisions.allowed.clone();
+        // TTL channels expire with time, not with a change: drop the expired ones (the
+        // set is copied only when one has).
+        let expired: Vec<String> = decisions
+            .expiring
+            .iter()
+            .filter(|(_, t)| **t <= now)
+            .map(|(id, _)| id.clone())
+            .collect();
+        if !expired.is_empty() {
+            let allowed = Arc::make_mut(&mut decisions.allowed);
+            for id in expired {
+                allowed.remove(&id);
+                decisions.expiring.remove(&id);
+            }
+        }
+        let shared = (decisions.allowed.clone(), decisions.expiring.clone());
         self.cache.put_decisions(community.id, pubkey, decisions);
-        allowed
+        shared
     }
 
     /// One channel's read decision (true without policies).

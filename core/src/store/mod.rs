@@ -29,7 +29,8 @@ pub use events::{
 pub use identity::recorded_identity;
 pub use migrate::{MigrationId, MigrationSet, MigrationStatus, Migrations};
 pub use query::{
-    load_events, query_events, query_keys, row_to_event, ChannelScope, EventKey, EventRow, Scope,
+    load_events, query_events, query_keys, row_to_event, ChannelScope, ChannelSet, EventKey,
+    EventRow, Scope,
 };
 pub use stats::{community_stats, CommunityStats};
 

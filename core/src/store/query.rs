@@ -45,6 +45,13 @@ impl ChannelSet {
     }
 }
 
+impl From<std::sync::Arc<std::collections::HashSet<String>>> for ChannelSet {
+    /// Share an existing set (no copy).
+    fn from(set: std::sync::Arc<std::collections::HashSet<String>>) -> Self {
+        ChannelSet(set)
+    }
+}
+
 impl FromIterator<String> for ChannelSet {
     fn from_iter<I: IntoIterator<Item = String>>(ids: I) -> Self {
         ChannelSet(std::sync::Arc::new(ids.into_iter().collect()))
