@@ -13,6 +13,7 @@ mod identity;
 mod migrate;
 mod pool;
 mod query;
+mod readable_fn;
 pub mod schema;
 mod stats;
 pub mod threads;

@@ -20,7 +20,8 @@ pub(crate) enum Pool {
 /// journals stay in memory (`temp_store`) and each connection caches 32 MiB of pages.
 /// Checkpoints normally run on their own thread (`checkpoint.rs`); the automatic one at
 /// 10,000 pages (40 MiB of WAL) is only the backstop that lets a busy WAL start over,
-/// and a WAL that grew past 64 MiB is cut back when it does.
+/// and a WAL that grew past 64 MiB is cut back when it does. Every connection also gets
+/// `buzz_readable` (`readable_fn.rs`), how queries check large channel sets.
 #[derive(Debug)]
 struct SqliteSetup;
 
@@ -36,7 +37,8 @@ impl CustomizeConnection<SqliteConnection, diesel::r2d2::Error> for SqliteSetup 
              PRAGMA wal_autocheckpoint = 10000;
              PRAGMA journal_size_limit = 67108864;",
         )
-        .map_err(diesel::r2d2::Error::QueryError)
+        .map_err(diesel::r2d2::Error::QueryError)?;
+        super::readable_fn::register(conn).map_err(diesel::r2d2::Error::QueryError)
     }
 }
 

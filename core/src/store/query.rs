@@ -58,10 +58,45 @@ impl FromIterator<String> for ChannelSet {
     }
 }
 
-/// Above this many channels, SQLite gets the reader's channels as one JSON parameter
-/// instead of one bound variable each (it allows at most 32,766 per statement).
+/// Above this many channels, SQLite checks the reader's channels with `buzz_readable`
+/// (one hash lookup per examined row) instead of an `IN` list of bound variables (which
+/// it caps at 32,766 per statement, and which costs per channel on every query).
 /// PostgreSQL always binds them as one array.
 const INLINE_CHANNELS: usize = 200;
+
+/// How one query hands the reader's channels to SQL.
+enum Readable {
+    /// Few channels, or PostgreSQL: an `IN` list / one array parameter.
+    List(Vec<String>),
+    /// Many channels on SQLite: the shared set, through `buzz_readable`.
+    Function(ChannelSet),
+}
+
+impl Readable {
+    fn of(set: &ChannelSet, filter: &Filter, backend: super::Backend) -> Readable {
+        let sqlite = matches!(backend, super::Backend::Sqlite);
+        match filter.channels() {
+            Some(named) => {
+                let list: Vec<String> = named.iter().filter(|c| set.contains(c)).cloned().collect();
+                if sqlite && list.len() > INLINE_CHANNELS {
+                    Readable::Function(list.into_iter().collect())
+                } else {
+                    Readable::List(list)
+                }
+            }
+            // No copy of a large set: the function reads the shared one.
+            None if sqlite && set.len() > INLINE_CHANNELS => Readable::Function(set.clone()),
+            None => Readable::List(set.iter().cloned().collect()),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        match self {
+            Readable::List(list) => list.is_empty(),
+            Readable::Function(set) => set.is_empty(),
+        }
+    }
+}
 
 /// Where a query looks: one community, and within it what the reader may see.
 #[derive(Debug, Clone)]
@@ -164,20 +199,17 @@ pub fn query_keys(
         return Ok(Vec::new());
     }
     // The channels this filter may touch: the reader's, narrowed to those it names.
-    let readable: Option<Vec<String>> = match &scope.channels {
-        ChannelScope::Only(set) => Some(match filter.channels() {
-            Some(named) => named.iter().filter(|c| set.contains(c)).cloned().collect(),
-            None => set.iter().cloned().collect(),
-        }),
+    let readable = match &scope.channels {
+        ChannelScope::Only(set) => Some(Readable::of(set, filter, conn.backend())),
         _ => None,
     };
-    if readable.as_ref().is_some_and(Vec::is_empty) && filter.channels().is_some() {
+    if readable.as_ref().is_some_and(Readable::is_empty) && filter.channels().is_some() {
         return Ok(Vec::new());
     }
-    let as_json = match (&readable, conn.backend()) {
-        (Some(list), super::Backend::Sqlite) if list.len() > INLINE_CHANNELS => {
-            Some(serde_json::to_string(list).map_err(|e| Reason::Internal(e.into()))?)
-        }
+    // Large sets on SQLite are checked per examined row by `buzz_readable`, which answers
+    // from the set installed here for as long as this query runs on this thread.
+    let _installed = match &readable {
+        Some(Readable::Function(set)) => Some(super::readable_fn::install(set.clone())),
         _ => None,
     };
     let rows: Vec<(i64, i64, String, i32)> = with_conn!(conn, |c| {
@@ -196,31 +228,27 @@ pub fn query_keys(
             (ChannelScope::All, false) => q = q.filter(events::channel_id.is_not_null()),
             (ChannelScope::None, true) => q = q.filter(events::channel_id.is_null()),
             (ChannelScope::None, false) => return Ok(Vec::new()),
-            (ChannelScope::Only(_), wide) => match &as_json {
-                Some(json) => {
-                    let readable = diesel::dsl::sql::<diesel::sql_types::Bool>(
-                        "events.channel_id IN (SELECT value FROM json_each(",
-                    )
-                    .bind::<diesel::sql_types::Text, _>(json.clone())
-                    .sql("))");
+            (ChannelScope::Only(_), wide) => match &readable {
+                Some(Readable::Function(_)) => {
+                    let readable = super::readable_fn::buzz_readable(events::channel_id);
                     q = if wide {
                         q.filter(events::channel_id.is_null().or(readable))
                     } else {
                         q.filter(readable)
                     };
                 }
-                None => {
-                    let list = readable.clone().unwrap_or_default();
+                Some(Readable::List(list)) => {
                     q = if wide {
                         q.filter(
                             events::channel_id
                                 .is_null()
-                                .or(events::channel_id.eq_any(list)),
+                                .or(events::channel_id.eq_any(list.clone())),
                         )
                     } else {
-                        q.filter(events::channel_id.eq_any(list))
+                        q.filter(events::channel_id.eq_any(list.clone()))
                     };
                 }
+                None => return Ok(Vec::new()),
             },
         }
         if let Some(ids) = &filter.ids {
