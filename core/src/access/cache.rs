@@ -18,7 +18,8 @@
 use super::changes::Change;
 use super::facts::Person;
 use super::read::ChannelTable;
-use std::collections::{HashMap, HashSet, VecDeque};
+use crate::store::ChannelSet;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
@@ -84,7 +85,7 @@ pub(super) struct Decisions {
     pub(super) decided_at: Instant,
     /// Channels whose `can_read` allowed this person (shared into every `Scope` built
     /// from these decisions, never copied per request).
-    pub(super) allowed: Arc<HashSet<String>>,
+    pub(super) allowed: ChannelSet,
     /// The TTL channels among `allowed` → when they expire (small: few channels have one).
     pub(super) expiring: HashMap<String, i64>,
 }

@@ -24,6 +24,16 @@ use std::time::{Duration, Instant};
 /// whose `can_read` depends on `req.now` is re-asked.
 const REDECIDE_AFTER: Duration = Duration::from_secs(60);
 
+/// Why a scope is being computed.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Refresh {
+    /// For a request of the caller's own: decisions older than [`REDECIDE_AFTER`] are
+    /// decided afresh.
+    Request,
+    /// For an open connection, because an access change passed by.
+    Live,
+}
+
 /// A community's live channel rows, by id.
 #[derive(Clone)]
 pub(crate) struct ChannelTable {
@@ -68,12 +78,30 @@ impl AccessService {
         self.scope_for(ctx, None).await
     }
 
+    /// [`Self::read_scope`] for an open connection reacting to an access change: the
+    /// cached decisions are brought forward by that change however old they are, so one
+    /// change re-decides one channel on each connection rather than every channel on
+    /// every connection whose decisions passed [`REDECIDE_AFTER`]. (The periodic full
+    /// re-decision happens on the caller's own next request.)
+    pub async fn live_scope(&self, ctx: &ConnCtx) -> Result<Scope, Reason> {
+        self.scope_with(ctx, None, Refresh::Live).await
+    }
+
     /// Like [`Self::read_scope`], deciding only the `wanted` channels (requests and
     /// plugins that name their channels).
     pub async fn scope_for(
         &self,
         ctx: &ConnCtx,
         wanted: Option<Vec<String>>,
+    ) -> Result<Scope, Reason> {
+        self.scope_with(ctx, wanted, Refresh::Request).await
+    }
+
+    async fn scope_with(
+        &self,
+        ctx: &ConnCtx,
+        wanted: Option<Vec<String>>,
+        refresh: Refresh,
     ) -> Result<Scope, Reason> {
         let community = &ctx.community;
         let at = self.cache.position();
@@ -107,8 +135,8 @@ impl AccessService {
             }
             None => {
                 let (allowed, expiring) =
-                    self.decisions(community, pubkey, &person, &table, at, now);
-                (ChannelSet::from(allowed), expiring)
+                    self.decisions(community, pubkey, &person, &table, (at, now), refresh);
+                (allowed, expiring)
             }
         };
         Ok(Scope {
@@ -129,14 +157,14 @@ impl AccessService {
         pubkey: &str,
         person: &Person,
         table: &ChannelTable,
-        at: u64,
-        now: i64,
-    ) -> (Arc<HashSet<String>>, HashMap<String, i64>) {
+        (at, now): (u64, i64),
+        refresh: Refresh,
+    ) -> (ChannelSet, HashMap<String, i64>) {
         let generation = self.policy_generation();
-        let cached = self
-            .cache
-            .take_decisions(community.id, pubkey)
-            .filter(|d| d.generation == generation && d.decided_at.elapsed() < REDECIDE_AFTER);
+        let cached = self.cache.take_decisions(community.id, pubkey).filter(|d| {
+            d.generation == generation
+                && (refresh == Refresh::Live || d.decided_at.elapsed() < REDECIDE_AFTER)
+        });
         let brought_forward = cached.and_then(|mut d| {
             let Since::Exactly(changes) = self.cache.since(d.at) else {
                 return None;
@@ -167,13 +195,12 @@ impl AccessService {
                     Some(t) => d.expiring.insert(channel.clone(), t),
                     None => d.expiring.remove(&channel),
                 };
-                // The set may be shared with scopes in use: copy it only for a real change.
+                // Scopes in use keep the version they were given (persistent set).
                 if readable != d.allowed.contains(&channel) {
-                    let allowed = Arc::make_mut(&mut d.allowed);
                     if readable {
-                        allowed.insert(channel);
+                        d.allowed.insert(channel);
                     } else {
-                        allowed.remove(&channel);
+                        d.allowed.remove(&channel);
                     }
                 }
             }
@@ -193,23 +220,19 @@ impl AccessService {
                     .iter()
                     .filter_map(|row| Some((row.id.clone(), row.expires_at?)))
                     .collect(),
-                allowed: Arc::new(allowed.into_iter().map(|row| row.id.clone()).collect()),
+                allowed: allowed.into_iter().map(|row| row.id.clone()).collect(),
             }
         });
-        // TTL channels expire with time, not with a change: drop the expired ones (the
-        // set is copied only when one has).
+        // TTL channels expire with time, not with a change: drop the expired ones.
         let expired: Vec<String> = decisions
             .expiring
             .iter()
             .filter(|(_, t)| **t <= now)
             .map(|(id, _)| id.clone())
             .collect();
-        if !expired.is_empty() {
-            let allowed = Arc::make_mut(&mut decisions.allowed);
-            for id in expired {
-                allowed.remove(&id);
-                decisions.expiring.remove(&id);
-            }
+        for id in expired {
+            decisions.allowed.remove(&id);
+            decisions.expiring.remove(&id);
         }
         let shared = (decisions.allowed.clone(), decisions.expiring.clone());
         self.cache.put_decisions(community.id, pubkey, decisions);

@@ -23,9 +23,11 @@ pub enum ChannelScope {
 }
 
 /// A set of channel ids, shared (cheap to clone): a reader may have tens of thousands,
-/// and live delivery asks "is this channel in it" for every event.
+/// and live delivery asks "is this channel in it" for every event. Persistent
+/// (structurally shared), so a change of one channel costs O(log n) even while scopes in
+/// use still hold the previous version.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ChannelSet(std::sync::Arc<std::collections::HashSet<String>>);
+pub struct ChannelSet(imbl::HashSet<String>);
 
 impl ChannelSet {
     pub fn contains(&self, channel: &str) -> bool {
@@ -43,18 +45,21 @@ impl ChannelSet {
     pub fn iter(&self) -> impl Iterator<Item = &String> {
         self.0.iter()
     }
-}
 
-impl From<std::sync::Arc<std::collections::HashSet<String>>> for ChannelSet {
-    /// Share an existing set (no copy).
-    fn from(set: std::sync::Arc<std::collections::HashSet<String>>) -> Self {
-        ChannelSet(set)
+    /// Add `channel`; versions shared elsewhere are unaffected.
+    pub fn insert(&mut self, channel: String) {
+        self.0.insert(channel);
+    }
+
+    /// Remove `channel`; versions shared elsewhere are unaffected.
+    pub fn remove(&mut self, channel: &str) {
+        self.0.remove(channel);
     }
 }
 
 impl FromIterator<String> for ChannelSet {
     fn from_iter<I: IntoIterator<Item = String>>(ids: I) -> Self {
-        ChannelSet(std::sync::Arc::new(ids.into_iter().collect()))
+        ChannelSet(ids.into_iter().collect())
     }
 }
 

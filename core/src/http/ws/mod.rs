@@ -447,7 +447,18 @@ impl Connection {
     }
 
     async fn refresh_scope(&mut self) {
-        match self.state.services.access.read_scope(&self.ctx).await {
+        let scope = self.state.services.access.read_scope(&self.ctx).await;
+        self.set_scope(scope);
+    }
+
+    /// After an access change passed by: the cached decisions brought forward by it.
+    async fn refresh_live_scope(&mut self) {
+        let scope = self.state.services.access.live_scope(&self.ctx).await;
+        self.set_scope(scope);
+    }
+
+    fn set_scope(&mut self, scope: Result<Scope, Reason>) {
+        match scope {
             Ok(scope) => self.scope = Some(scope),
             Err(reason) => {
                 // Without a scope nothing live is delivered (fail closed).
@@ -465,7 +476,7 @@ impl Connection {
         let generation = self.state.services.access.policy_generation();
         if changes_access(event.event.kind) || generation != self.policy_generation {
             self.policy_generation = generation;
-            self.refresh_scope().await;
+            self.refresh_live_scope().await;
         }
         let Some(scope) = &self.scope else { return };
         if !self.state.services.access.can_see(scope, event) {
