@@ -83,6 +83,8 @@ async fn seed(relay: &RunningRelay, channels: usize) -> anyhow::Result<()> {
 
 async fn client(relay: &RunningRelay, keys: &Keys) -> anyhow::Result<WsClient> {
     let mut ws = WsClient::connect(relay.addr, "localhost").await?;
+    // A slow answer is a figure here, not a failure.
+    ws.timeout = Duration::from_secs(300);
     let (ok, msg) = ws.auth(keys).await;
     anyhow::ensure!(ok, "auth refused: {msg}");
     Ok(ws)
@@ -147,6 +149,7 @@ async fn measure(args: &Args, channels: usize) -> anyhow::Result<Figures> {
 
     // Subscribers listening on the community: each refreshes its scope per channel made.
     let mut listeners = Vec::new();
+    let subscribing = Instant::now();
     for i in 0..args.subscribers {
         let keys = Keys::generate();
         let mut sub = client(&relay, &keys).await?;
@@ -155,6 +158,15 @@ async fn measure(args: &Args, channels: usize) -> anyhow::Result<Figures> {
             .map_err(|e| anyhow::anyhow!("subscribe: {e}"))?;
         listeners.push(sub);
     }
+    eprintln!(
+        "{channels} channels: {} subscribers subscribed in {:?}",
+        args.subscribers,
+        subscribing.elapsed()
+    );
+    // A connection left unread this long has missed the relay's heartbeat pings and was
+    // closed (`outbound_stall_secs`): the owner creates from a fresh one.
+    owner_ws.close().await;
+    let mut owner_ws = client(&relay, &owner).await?;
     let mut create_ok = Vec::new();
     for n in 0..10 {
         let id = uuid(channels + 10 + n);
@@ -168,6 +180,10 @@ async fn measure(args: &Args, channels: usize) -> anyhow::Result<Figures> {
         let (ok, msg) = owner_ws.publish(&event).await;
         anyhow::ensure!(ok, "channel refused: {msg}");
         create_ok.push(started.elapsed());
+        eprintln!(
+            "{channels} channels: creation {n} OK after {:?}",
+            started.elapsed()
+        );
     }
     create_ok.sort();
     for sub in listeners {
