@@ -130,11 +130,7 @@ impl RelayBuilder {
             communities.push(Arc::new(Community::from_settings(id, c)));
         }
 
-        let access = Arc::new(AccessService::new(
-            store.clone(),
-            policy,
-            self.clock.clone(),
-        ));
+        let access = AccessService::new(store.clone(), policy, self.clock.clone());
         access.follow(&bus);
         let services = Services {
             store: store.clone(),

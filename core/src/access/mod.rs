@@ -44,6 +44,8 @@ pub struct AccessService {
     cache: FactsCache,
     /// Held while a community's channel table is refreshed (see `channels`).
     refreshing: tokio::sync::Mutex<()>,
+    /// This service, for work moved onto a blocking thread (`read.rs`).
+    me: std::sync::Weak<AccessService>,
 }
 
 fn verdict(result: Result<Verdict, buzz_policy::PolicyError>) -> Result<(), Reason> {
@@ -65,14 +67,15 @@ impl AccessService {
         store: Store,
         policies: Option<Arc<CommunityPolicies>>,
         clock: Arc<dyn Clock>,
-    ) -> Self {
-        AccessService {
+    ) -> Arc<Self> {
+        Arc::new_cyclic(|me| AccessService {
             store,
             policies,
             clock,
             cache: FactsCache::default(),
             refreshing: tokio::sync::Mutex::new(()),
-        }
+            me: me.clone(),
+        })
     }
 
     /// Refresh cached facts and decisions for what `stored` changed (nothing when its

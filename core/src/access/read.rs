@@ -24,6 +24,10 @@ use std::time::{Duration, Instant};
 /// whose `can_read` depends on `req.now` is re-asked.
 const REDECIDE_AFTER: Duration = Duration::from_secs(60);
 
+/// From this many channels, a caller's fresh decisions are made on a blocking thread (a
+/// fresh decision costs one policy call per channel).
+const BLOCKING_DECISIONS_FROM: usize = 1_000;
+
 /// Why a scope is being computed.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Refresh {
@@ -48,6 +52,10 @@ impl ChannelTable {
                 .map(|row| (row.id.clone(), Arc::new(row)))
                 .collect(),
         }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.by_id.len()
     }
 
     pub(crate) fn get(&self, id: &str) -> Option<&ChannelRow> {
@@ -134,9 +142,28 @@ impl AccessService {
                 (set, expiry)
             }
             None => {
-                let (allowed, expiring) =
-                    self.decisions(community, pubkey, &person, &table, (at, now), refresh);
-                (allowed, expiring)
+                let cached =
+                    self.brought_forward(community, pubkey, &person, &table, (at, now), refresh);
+                let decisions = match cached {
+                    Some(decisions) => decisions,
+                    // Deciding a large community afresh costs a policy call per channel:
+                    // on a blocking thread, so the connections sharing this worker are
+                    // not held up meanwhile.
+                    None if table.len() > BLOCKING_DECISIONS_FROM => {
+                        let me = self.me.upgrade().ok_or_else(|| {
+                            Reason::Unavailable("the access service is shutting down".into())
+                        })?;
+                        let (community, person, table) =
+                            (community.clone(), person.clone(), table.clone());
+                        tokio::task::spawn_blocking(move || {
+                            me.fresh_decisions(&community, &person, &table, (at, now))
+                        })
+                        .await
+                        .map_err(|e| Reason::Internal(anyhow::anyhow!("deciding reads: {e}")))?
+                    }
+                    None => self.fresh_decisions(community, &person, &table, (at, now)),
+                };
+                self.keep_decisions(community.id, pubkey, decisions, now)
             }
         };
         Ok(Scope {
@@ -147,11 +174,11 @@ impl AccessService {
         })
     }
 
-    /// The caller's decisions over every channel: cached ones brought forward by the
-    /// changes since (only the channels they name are re-decided), or all decided afresh
-    /// after a policy reload, an unknown change, a change to the caller's own standing,
-    /// or [`REDECIDE_AFTER`].
-    fn decisions(
+    /// The caller's cached decisions brought forward by the changes since (only the
+    /// channels they name are re-decided); `None` when they must be decided afresh: none
+    /// cached, a policy reload, an unknown change, a change to the caller's own standing,
+    /// or (for the caller's own requests) older than [`REDECIDE_AFTER`].
+    fn brought_forward(
         &self,
         community: &Community,
         pubkey: &str,
@@ -159,71 +186,91 @@ impl AccessService {
         table: &ChannelTable,
         (at, now): (u64, i64),
         refresh: Refresh,
-    ) -> (ChannelSet, HashMap<String, i64>) {
+    ) -> Option<Decisions> {
         let generation = self.policy_generation();
-        let cached = self.cache.take_decisions(community.id, pubkey).filter(|d| {
-            d.generation == generation
-                && (refresh == Refresh::Live || d.decided_at.elapsed() < REDECIDE_AFTER)
-        });
-        let brought_forward = cached.and_then(|mut d| {
-            let Since::Exactly(changes) = self.cache.since(d.at) else {
-                return None;
+        let mut d = self
+            .cache
+            .take_decisions(community.id, pubkey)
+            .filter(|d| {
+                d.generation == generation
+                    && (refresh == Refresh::Live || d.decided_at.elapsed() < REDECIDE_AFTER)
+            })?;
+        let Since::Exactly(changes) = self.cache.since(d.at) else {
+            return None;
+        };
+        for change in changes {
+            let channel = match change {
+                Change::Channel {
+                    community: c,
+                    channel,
+                } if c == community.id => channel,
+                Change::Membership {
+                    community: c,
+                    channel,
+                    pubkey: who,
+                } if c == community.id && who == pubkey => channel,
+                Change::Person {
+                    community: c,
+                    pubkey: who,
+                } if c == community.id && who == pubkey => {
+                    return None;
+                }
+                Change::All => return None,
+                _ => continue,
             };
-            for change in changes {
-                let channel = match change {
-                    Change::Channel {
-                        community: c,
-                        channel,
-                    } if c == community.id => channel,
-                    Change::Membership {
-                        community: c,
-                        channel,
-                        pubkey: who,
-                    } if c == community.id && who == pubkey => channel,
-                    Change::Person {
-                        community: c,
-                        pubkey: who,
-                    } if c == community.id && who == pubkey => {
-                        return None;
-                    }
-                    Change::All => return None,
-                    _ => continue,
-                };
-                let row = table.get(&channel).filter(|row| !row.is_gone(now));
-                let readable = row.is_some_and(|row| self.may_read(person, community, row, now));
-                match row.and_then(|r| r.expires_at).filter(|_| readable) {
-                    Some(t) => d.expiring.insert(channel.clone(), t),
-                    None => d.expiring.remove(&channel),
-                };
-                // Scopes in use keep the version they were given (persistent set).
-                if readable != d.allowed.contains(&channel) {
-                    if readable {
-                        d.allowed.insert(channel);
-                    } else {
-                        d.allowed.remove(&channel);
-                    }
+            let row = table.get(&channel).filter(|row| !row.is_gone(now));
+            let readable = row.is_some_and(|row| self.may_read(person, community, row, now));
+            match row.and_then(|r| r.expires_at).filter(|_| readable) {
+                Some(t) => d.expiring.insert(channel.clone(), t),
+                None => d.expiring.remove(&channel),
+            };
+            // Scopes in use keep the version they were given (persistent set).
+            if readable != d.allowed.contains(&channel) {
+                if readable {
+                    d.allowed.insert(channel);
+                } else {
+                    d.allowed.remove(&channel);
                 }
             }
-            d.at = at;
-            Some(d)
-        });
-        let mut decisions = brought_forward.unwrap_or_else(|| {
-            let allowed: Vec<&ChannelRow> = table
-                .rows()
-                .filter(|row| !row.is_gone(now) && self.may_read(person, community, row, now))
-                .collect();
-            Decisions {
-                at,
-                generation,
-                decided_at: Instant::now(),
-                expiring: allowed
-                    .iter()
-                    .filter_map(|row| Some((row.id.clone(), row.expires_at?)))
-                    .collect(),
-                allowed: allowed.into_iter().map(|row| row.id.clone()).collect(),
-            }
-        });
-        // TTL channels expire with time, not with a change: drop the expired ones.
+        }
+        d.at = at;
+        Some(d)
+    }
+
+    /// Every channel decided afresh: one policy call each.
+    fn fresh_decisions(
+        &self,
+        community: &Community,
+        person: &Person,
+        table: &ChannelTable,
+        (at, now): (u64, i64),
+    ) -> Decisions {
+        let generation = self.policy_generation();
+        let allowed: Vec<&ChannelRow> = table
+            .rows()
+            .filter(|row| !row.is_gone(now) && self.may_read(person, community, row, now))
+            .collect();
+        Decisions {
+            at,
+            generation,
+            decided_at: Instant::now(),
+            expiring: allowed
+                .iter()
+                .filter_map(|row| Some((row.id.clone(), row.expires_at?)))
+                .collect(),
+            allowed: allowed.into_iter().map(|row| row.id.clone()).collect(),
+        }
+    }
+
+    /// Drop expired TTL channels (they expire with time, not with a change), keep the
+    /// decisions for next time and share their set into the caller's scope.
+    fn keep_decisions(
+        &self,
+        community_id: i64,
+        pubkey: &str,
+        mut decisions: Decisions,
+        now: i64,
+    ) -> (ChannelSet, HashMap<String, i64>) {
         let expired: Vec<String> = decisions
             .expiring
             .iter()
@@ -235,7 +282,7 @@ impl AccessService {
             decisions.expiring.remove(&id);
         }
         let shared = (decisions.allowed.clone(), decisions.expiring.clone());
-        self.cache.put_decisions(community.id, pubkey, decisions);
+        self.cache.put_decisions(community_id, pubkey, decisions);
         shared
     }
 
