@@ -374,3 +374,70 @@ fn group_len(jobs: &[Request]) -> usize {
     }
     jobs.len()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keys::Keys;
+
+    fn event_job(event: crate::event::Event, independent: bool) -> Request {
+        let (reply, _answer) = oneshot::channel();
+        Request {
+            work: Work::Event {
+                event: Arc::new(StoredEvent {
+                    channel: event.channel_id().map(str::to_owned),
+                    event,
+                    community_id: 1,
+                    received_at: 0,
+                }),
+                independent,
+                then: Box::new(|_, _| Ok(Box::new(()) as AnyBox)),
+            },
+            reply,
+        }
+    }
+
+    fn any_job() -> Request {
+        let (reply, _answer) = oneshot::channel();
+        Request {
+            work: Work::Any(Box::new(|_| Ok(Box::new(()) as AnyBox))),
+            reply,
+        }
+    }
+
+    /// A group ends before a job that is not an independent event, and before an event
+    /// an earlier member names: that member's follow-up must not find it stored yet.
+    #[test]
+    fn groups_stop_where_one_at_a_time_would_differ() {
+        let keys = Keys::generate();
+        let note = |i: i64| keys.sign(1, vec![], &format!("note {i}"), 1_000 + i);
+        let (a, b, c) = (note(1), note(2), note(3));
+        let names_c = keys.sign(1, vec![vec!["e".into(), c.id.clone()]], "re", 1_000);
+
+        let jobs = vec![
+            event_job(a.clone(), true),
+            event_job(b.clone(), true),
+            any_job(),
+            event_job(c.clone(), true),
+        ];
+        assert_eq!(group_len(&jobs), 2);
+        assert_eq!(group_len(&jobs[2..]), 0);
+
+        let jobs = vec![event_job(a.clone(), true), event_job(b.clone(), false)];
+        assert_eq!(group_len(&jobs), 1);
+
+        // `names_c` comes first and names `c`: `c` starts the next group.
+        let jobs = vec![
+            event_job(names_c.clone(), true),
+            event_job(a.clone(), true),
+            event_job(c.clone(), true),
+            event_job(b.clone(), true),
+        ];
+        assert_eq!(group_len(&jobs), 2);
+        assert_eq!(group_len(&jobs[2..]), 2);
+
+        // Naming an event earlier in the group is what one at a time does too.
+        let jobs = vec![event_job(c, true), event_job(names_c, true), event_job(a, true)];
+        assert_eq!(group_len(&jobs), 3);
+    }
+}
