@@ -178,7 +178,10 @@ async fn submission_order_is_storage_order(backend: TestBackend, name: &str) {
     let outcomes = tokio::task::unconstrained(async move {
         let mut cx = Context::from_waker(futures_util::task::noop_waker_ref());
         for write in &mut writes {
-            assert!(write.as_mut().poll(&mut cx).is_pending(), "answered before commit");
+            assert!(
+                write.as_mut().poll(&mut cx).is_pending(),
+                "answered before commit"
+            );
         }
         futures_util::future::join_all(writes).await
     })

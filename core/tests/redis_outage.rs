@@ -82,7 +82,11 @@ async fn redis_outage_fails_closed_then_recovers() {
     let mut ws = relay.ws().await;
     let mut listener = relay.ws().await;
     let live = json!({"kinds": [1], "authors": [keys.pubkey()]});
-    assert!(listener.req("live", vec![live]).await.expect("REQ").is_empty());
+    assert!(listener
+        .req("live", vec![live])
+        .await
+        .expect("REQ")
+        .is_empty());
     let before = keys.sign(1, vec![], "before", now());
     assert_eq!(ws.publish(&before).await, (true, String::new()));
     assert!(listener
@@ -101,7 +105,11 @@ async fn redis_outage_fails_closed_then_recovers() {
         let (accepted, message) = ws.publish(&event).await;
         assert!(!accepted, "EVENT {i} acknowledged without Redis");
         assert!(message.starts_with("error:"), "{message}");
-        assert!(started.elapsed() < Duration::from_secs(4), "{:?}", started.elapsed());
+        assert!(
+            started.elapsed() < Duration::from_secs(4),
+            "{:?}",
+            started.elapsed()
+        );
         refused.push(event.id);
     }
     for id in &refused[1..] {

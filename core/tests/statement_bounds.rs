@@ -70,7 +70,10 @@ async fn held_lock_is_bounded(name: &str, statement_timeout_ms: u64, lock_timeou
     let query = serde_json::to_vec(&json!([{ "authors": [keys.pubkey()] }])).expect("json");
     let (status, answer) = http.post_signed(&keys, "/query", &query).await;
     assert_eq!(status, 503, "{answer}");
-    assert_eq!(answer["error"], "error: database timeout; retry with backoff");
+    assert_eq!(
+        answer["error"],
+        "error: database timeout; retry with backoff"
+    );
 
     holder.batch_execute("ROLLBACK;").expect("release");
     // Nothing of the refused writes was kept, and the relay serves again at once.

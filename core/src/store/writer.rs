@@ -437,7 +437,11 @@ mod tests {
         assert_eq!(group_len(&jobs[2..]), 2);
 
         // Naming an event earlier in the group is what one at a time does too.
-        let jobs = vec![event_job(c, true), event_job(names_c, true), event_job(a, true)];
+        let jobs = vec![
+            event_job(c, true),
+            event_job(names_c, true),
+            event_job(a, true),
+        ];
         assert_eq!(group_len(&jobs), 3);
     }
 }
