@@ -84,11 +84,11 @@ async fn a_burst_stores_every_event_once_with_its_tags(backend: TestBackend, nam
     );
     assert_eq!(relay.stored_rows(&shared.id).await, 1);
     assert_eq!(
-        relay.stored_in_order(&shared_author.pubkey()).await,
+        relay.stored_in_order(shared_author.pubkey()).await,
         vec![(shared.id.clone(), 1)]
     );
     for keys in &publishers {
-        let rows = relay.stored_in_order(&keys.pubkey()).await;
+        let rows = relay.stored_in_order(keys.pubkey()).await;
         assert_eq!(rows.len(), 80);
         assert!(rows.iter().all(|(_, tags)| *tags == 2), "{rows:?}");
     }
@@ -195,7 +195,7 @@ async fn submission_order_is_storage_order(backend: TestBackend, name: &str) {
     }
     assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
     let stored: Vec<String> = relay
-        .stored_in_order(&keys.pubkey())
+        .stored_in_order(keys.pubkey())
         .await
         .into_iter()
         .map(|(id, tags)| {
