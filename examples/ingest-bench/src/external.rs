@@ -160,9 +160,37 @@ async fn wait_listening(relay: &mut RelayProcess) -> anyhow::Result<()> {
     }
 }
 
+/// CPU time of one bare BIP-340 verification, in µs, measured as this thread's CPU time
+/// (not wall time: on a shared box the wall clock also counts time the thread waited
+/// for a core, which the relay's `/proc` CPU figure does not).
+pub(super) fn verify_cpu_micros(n: usize) -> f64 {
+    let keys: Vec<Keys> = (0..16).map(|_| Keys::generate()).collect();
+    let t = buzz_core::testkit::now();
+    let events: Vec<_> = (0..n.max(1))
+        .map(|i| keys[i % keys.len()].sign(1, vec![], &format!("verify me #{i}"), t))
+        .collect();
+    let before = thread_ticks();
+    for event in &events {
+        if buzz_core::event::verify_signature(std::hint::black_box(event)).is_err() {
+            return f64::NAN;
+        }
+    }
+    let ticks = thread_ticks().saturating_sub(before);
+    ticks as f64 / TICKS * 1e6 / events.len() as f64
+}
+
+fn thread_ticks() -> u64 {
+    stat_ticks("/proc/thread-self/stat")
+}
+
 /// utime + stime of process `pid`, in clock ticks (0 when unreadable: not Linux).
 fn cpu_ticks(pid: u32) -> u64 {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+    stat_ticks(&format!("/proc/{pid}/stat"))
+}
+
+/// utime + stime from a `/proc` `stat` file, in clock ticks (0 when unreadable).
+fn stat_ticks(path: &str) -> u64 {
+    let Ok(stat) = std::fs::read_to_string(path) else {
         return 0;
     };
     let Some(close) = stat.rfind(')') else {
