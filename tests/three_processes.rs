@@ -45,6 +45,9 @@ impl Process {
             .env("BUZZ__STORAGE__REDIS_PREFIX", prefix)
             .env("BUZZ_RELAY_PRIVATE_KEY", key)
             .env("BUZZ__RELAY__DATA_DIR", dir.path())
+            // Unoptimized test builds run Lua many times slower than a release build
+            // (as `testkit` relays, which set the same).
+            .env("BUZZ__POLICIES__CALL_TIMEOUT_MS", "5000")
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
