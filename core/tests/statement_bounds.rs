@@ -6,10 +6,12 @@
 //! relay writes and reads. Needs `BUZZ_TEST_DATABASE_URL` (one `skipped:` line
 //! otherwise; a failure under `CI`).
 
+use buzz_core::error::Reason;
 use buzz_core::keys::Keys;
+use buzz_core::store::Conn;
 use buzz_core::testkit::{now, tag, TestBackend, TestRelay};
 use diesel::connection::SimpleConnection;
-use diesel::{Connection, PgConnection};
+use diesel::{Connection, PgConnection, RunQueryDsl};
 use serde_json::json;
 use std::time::{Duration, Instant};
 
@@ -83,5 +85,46 @@ async fn held_lock_is_bounded(name: &str, statement_timeout_ms: u64, lock_timeou
     assert!(accepted, "{message}");
     assert_eq!(message, "", "stored now, not a duplicate");
     assert_eq!(relay.stored_in_order(keys.pubkey()).await.len(), 2);
+    relay.stop().await;
+}
+
+/// `Conn::with_statement_timeout`: a tighter bound holds inside the call (the database
+/// cancels the statement) and only there — on a read connection and inside the
+/// writer's transaction alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tighter_bound_holds_inside_the_call_only() {
+    let name = "a_tighter_bound_holds_inside_the_call_only";
+    let Some(relay) = TestRelay::start(TestBackend::Postgres, name).await else {
+        return;
+    };
+    let store = relay.running().services.store.clone();
+    let sleep = |conn: &mut Conn<'_>, secs: f64| -> Result<(), Reason> {
+        let sql = format!("SELECT pg_sleep({secs})");
+        buzz_core::with_conn!(conn, |c| diesel::sql_query(&sql).execute(c))?;
+        Ok(())
+    };
+    store
+        .read(move |mut conn| {
+            let err = conn
+                .with_statement_timeout(100, |c| sleep(c, 1.0))
+                .expect_err("cancelled by the database");
+            assert_eq!(err.http_status(), 503, "{err}");
+            assert_eq!(
+                err.wire_text(),
+                "error: database timeout; retry with backoff"
+            );
+            // The session's bound (8 s) applies again.
+            sleep(&mut conn, 0.3)
+        })
+        .await
+        .expect("read");
+    store
+        .write(move |conn| {
+            conn.with_statement_timeout(200, |c| sleep(c, 0.01))?;
+            // Later statements of the same transaction are not held to 200 ms.
+            sleep(conn, 0.4)
+        })
+        .await
+        .expect("write");
     relay.stop().await;
 }
