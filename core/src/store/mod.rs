@@ -267,10 +267,15 @@ impl Store {
     }
 
     /// Refresh the query planner's statistics (after a bulk load), through the writer.
+    /// Not held to `statement_timeout`: on a large database it may take longer, and it
+    /// is maintenance, not a request.
     pub async fn analyze(&self) -> Result<(), Reason> {
         self.write(|conn| {
             use diesel::RunQueryDsl;
-            crate::with_conn!(conn, |c| diesel::sql_query("ANALYZE").execute(c))?;
+            conn.with_statement_timeout(0, |conn| {
+                crate::with_conn!(conn, |c| diesel::sql_query("ANALYZE").execute(c))
+                    .map_err(Reason::from)
+            })?;
             Ok(())
         })
         .await

@@ -204,6 +204,7 @@ fn serve(pool: Pool, mut rx: mpsc::Receiver<Request>, checkpointer: Option<&Chec
             }
         }
         let jobs = std::mem::take(&mut batch);
+        let (size, started) = (jobs.len(), std::time::Instant::now());
         let committed = match held.as_mut() {
             Some(OwnedConn::Sqlite(c)) => commit_batch(
                 &mut **c,
@@ -214,6 +215,13 @@ fn serve(pool: Pool, mut rx: mpsc::Receiver<Request>, checkpointer: Option<&Chec
             Some(OwnedConn::Pg(c)) => commit_batch(&mut **c, |c| Conn::Pg(c), run_grouped, jobs),
             None => false,
         };
+        // For operators sizing a deployment: how full batches are and what one costs.
+        tracing::debug!(
+            jobs = size,
+            micros = started.elapsed().as_micros() as u64,
+            committed,
+            "storage batch"
+        );
         if !committed {
             held = None;
         } else if let Some(checkpointer) = checkpointer {

@@ -77,7 +77,12 @@ pub(super) async fn run(
             .env("BUZZ__POLICIES__ACCESS", &access)
             .env("BUZZ__POLICIES__MODERATION", &moderation)
             .env("BUZZ__STORAGE__REDIS_PREFIX", &prefix)
-            .env("RUST_LOG", "warn")
+            // `RUST_LOG` passes through (e.g. `buzz_core::store::writer=debug` logs
+            // every batch's size and time); warnings only by default.
+            .env(
+                "RUST_LOG",
+                std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".into()),
+            )
             .stdout(Stdio::null())
             .stderr(Stdio::inherit());
         if let Some(redis) = &args.redis_url {
