@@ -4,20 +4,23 @@
 //! one statement per table, so these are the cases where that could go wrong.
 
 use buzz_core::both_backends;
+use buzz_core::error::Reason;
 use buzz_core::event::{Event, StoredEvent};
 use buzz_core::keys::Keys;
+use buzz_core::plugin::{Plugin, PluginEntry, PluginManifest, Services, Tx};
 use buzz_core::store::InsertOutcome;
 use buzz_core::testkit::{now, tag, TestBackend, TestRelay, WsClient};
 use serde_json::json;
 use std::collections::HashMap;
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::Context;
 
 both_backends!(
     a_burst_stores_every_event_once_with_its_tags,
     a_failing_event_in_a_burst_rolls_back_alone,
     submission_order_is_storage_order,
+    a_hook_that_reads_events_sees_them_one_at_a_time,
 );
 
 /// Send every event without waiting, then collect one OK per event:
@@ -205,5 +208,84 @@ async fn submission_order_is_storage_order(backend: TestBackend, name: &str) {
         .collect();
     let sent: Vec<String> = events.iter().map(|e| e.id.clone()).collect();
     assert_eq!(stored, sent);
+    relay.stop().await;
+}
+
+/// What the observing plugin's hook saw: per author, for each of their kind-1 events,
+/// how many of their events were stored when the hook ran.
+static SEEN: Mutex<Option<HashMap<String, Vec<i64>>>> = Mutex::new(None);
+
+/// A plugin whose in-transaction hook reads the events table (as one that looks for a
+/// current version would), and says so with `in_transaction_is_local`.
+struct Observer;
+
+#[derive(Default, serde::Serialize, serde::Deserialize)]
+struct NoOptions {}
+
+impl PluginManifest for Observer {
+    const NAME: &'static str = "group_commit_observer";
+    const ENABLED_BY_DEFAULT: bool = true;
+    type Config = NoOptions;
+
+    fn build(_config: NoOptions, _services: &Services) -> anyhow::Result<Arc<dyn Plugin>> {
+        Ok(Arc::new(Observer))
+    }
+}
+
+#[async_trait::async_trait]
+impl Plugin for Observer {
+    fn name(&self) -> &'static str {
+        Self::NAME
+    }
+
+    fn in_transaction_is_local(&self, event: &Event) -> bool {
+        event.kind != 1
+    }
+
+    fn in_transaction(&self, tx: &mut Tx<'_, '_>, stored: &StoredEvent) -> Result<(), Reason> {
+        use buzz_core::store::schema::events;
+        use diesel::prelude::*;
+        if stored.event.kind != 1 {
+            return Ok(());
+        }
+        let author = stored.event.pubkey.clone();
+        let count: i64 = buzz_core::with_conn!(&mut *tx.conn, |c| events::table
+            .filter(events::pubkey.eq(&author))
+            .count()
+            .get_result(c))?;
+        let mut seen = SEEN.lock().map_err(|_| Reason::invalid("poisoned"))?;
+        seen.get_or_insert_with(HashMap::new)
+            .entry(author)
+            .or_default()
+            .push(count);
+        Ok(())
+    }
+}
+
+/// An event whose plugin hook reads other events is never grouped: each hook sees its
+/// own row and those before it, not the rows of events queued behind it (on SQLite
+/// that is simply how the writer works).
+async fn a_hook_that_reads_events_sees_them_one_at_a_time(backend: TestBackend, name: &str) {
+    let Some(relay) =
+        TestRelay::start_with(backend, name, |_| {}, vec![PluginEntry::of::<Observer>()]).await
+    else {
+        return;
+    };
+    let keys = Keys::generate();
+    let mut ws = relay.ws().await;
+    let t = now();
+    let events: Vec<Event> = (0..150)
+        .map(|i| keys.sign(1, vec![tag(&["t", "seen"])], &format!("n{i}"), t))
+        .collect();
+    let oks = burst(&mut ws, &events).await;
+    assert!(oks.values().all(|(accepted, _)| *accepted), "{oks:?}");
+    let mut seen = SEEN
+        .lock()
+        .expect("lock")
+        .as_mut()
+        .and_then(|m| m.remove(keys.pubkey()))
+        .expect("the hook ran");
+    seen.sort_unstable();
+    assert_eq!(seen, (1..=150).collect::<Vec<i64>>());
     relay.stop().await;
 }

@@ -104,7 +104,7 @@ impl<'a> EventColumns<'a> {
             rows.content.push(&event.content);
             rows.sig.push(&event.sig);
             rows.received_at.push(stored.received_at);
-            rows.channel_id.push(event.channel_id());
+            rows.channel_id.push(stored.channel.as_deref());
             rows.d_tag.push(event.d_tag());
         }
         Ok(rows)
