@@ -56,6 +56,11 @@ pub struct StorageSettings {
     /// Deadline of every Redis operation (connecting included), in milliseconds. A Redis
     /// that does not answer within it refuses the request (`error:` / 503).
     pub redis_timeout_ms: u64,
+    /// PostgreSQL `statement_timeout` of the relay's sessions, in milliseconds (0 =
+    /// none): the database cancels a longer statement, which answers `error:` / 503.
+    pub statement_timeout_ms: u64,
+    /// PostgreSQL `lock_timeout` of the relay's sessions, in milliseconds (0 = none).
+    pub lock_timeout_ms: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -195,6 +200,8 @@ auto_migrate = true
 pool_size = 8
 redis_prefix = "buzz"
 redis_timeout_ms = 2000
+statement_timeout_ms = 8000
+lock_timeout_ms = 2000
 
 [relay]
 data_dir = "./data"

@@ -13,7 +13,7 @@ use crate::ctx::ConnCtx;
 use crate::error::Reason;
 use crate::event::{Event, EventLimits, KindClass, StoredEvent};
 use crate::plugin::{Plugin, Services, Tx, WriteCtx};
-use crate::store::{insert_event, InsertOutcome};
+use crate::store::InsertOutcome;
 use std::sync::Arc;
 
 /// Outcome of an accepted event: the text for `OK true` (empty, or `duplicate: …`).
@@ -164,17 +164,15 @@ impl Ingest {
             pubkey: ctx.pubkey.clone(),
             now_micros: stored.received_at,
         };
+        // Grouped with its neighbours on PostgreSQL only when neither core nor any
+        // plugin reads or changes other events' rows for it (`Store::write_event`).
+        let independent = channels::independent(&stored.event)
+            && plugins
+                .iter()
+                .all(|plugin| plugin.in_transaction_is_local(&stored.event));
         self.services
             .store
-            .write(move |conn| {
-                let event = &stored.event;
-                let outcome = insert_event(
-                    conn,
-                    wctx.community_id,
-                    event,
-                    event.channel_id(),
-                    stored.received_at,
-                )?;
+            .write_event(stored.clone(), independent, move |conn, outcome| {
                 if !matches!(outcome, InsertOutcome::Stored { .. }) {
                     return Ok((outcome, Vec::new()));
                 }

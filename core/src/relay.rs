@@ -15,7 +15,7 @@ use crate::plugin::{Plugin, PluginCatalog, PluginEntry, Services};
 use crate::query::QueryService;
 use crate::redis_link::RedisLink;
 use crate::replay::{MemoryReplayGuard, RedisReplayGuard, ReplayGuard};
-use crate::store::Store;
+use crate::store::{StatementBounds, Store};
 use anyhow::Context;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -107,11 +107,15 @@ impl RelayBuilder {
         let (bus, replay, redis) = connect_shared(&settings).await?;
 
         let (relay_keys, key_source) = relay_keys(&settings)?;
-        let store = Store::open(
+        let store = Store::open_bounded(
             &settings.storage.database_url,
             settings.storage.pool_size,
             settings.storage.auto_migrate,
             &self.catalog.migration_sets(),
+            StatementBounds {
+                statement_timeout_ms: settings.storage.statement_timeout_ms,
+                lock_timeout_ms: settings.storage.lock_timeout_ms,
+            },
         )
         .await
         .context("opening storage")?;

@@ -12,7 +12,7 @@ pub mod unseen;
 pub mod validate;
 
 use crate::error::Reason;
-use crate::event::{Event, StoredEvent};
+use crate::event::{Event, KindClass, StoredEvent};
 use crate::keys::Keys;
 use crate::plugin::WriteCtx;
 use crate::store::channel_state as state;
@@ -110,6 +110,25 @@ pub fn apply(
             Ok(Vec::new())
         }
         _ => Ok(Vec::new()),
+    }
+}
+
+/// Whether [`apply`] for `event` reads no event rows but the ones `event` names in its
+/// `e` tags and changes none but its own thread metadata (and its ancestors' counts),
+/// and its insert settles no replaceable slot: notes outside channels and channel
+/// conversation, reactions and edits. Such events may be inserted together with their
+/// neighbours in a group commit (`Store::write_event`). Deletions, removals and every
+/// channel or community change are not.
+pub fn independent(event: &Event) -> bool {
+    if event.class() != KindClass::Regular
+        || event.kind == AUTHOR_DELETE
+        || COMMUNITY_ADMIN.contains(&event.kind)
+    {
+        return false;
+    }
+    match event.channel_id() {
+        None => true,
+        Some(_) => CONVERSATION.contains(&event.kind) || TARGETING.contains(&event.kind),
     }
 }
 

@@ -61,4 +61,47 @@ impl Conn<'_> {
             Conn::Pg(c) => c.transaction(|c| f(&mut Conn::Pg(c))),
         }
     }
+
+    /// Run `f` with a tighter PostgreSQL `statement_timeout` (milliseconds) than the
+    /// session's, so a deadline shorter than `storage.statement_timeout_ms` (a plugin's
+    /// 2 s statements, say) is enforced by the database inside each statement, not only
+    /// between them. A cancelled statement fails `f` with the database's timeout error
+    /// (a retryable `error:` / 503 through `Reason`). Runs in a transaction (a savepoint
+    /// inside the writer's); the session's bound applies again afterwards, also to the
+    /// rest of an enclosing transaction. SQLite has no statement deadline: `f` runs as is.
+    pub fn with_statement_timeout<R, E>(
+        &mut self,
+        timeout_ms: u64,
+        f: impl FnOnce(&mut Conn<'_>) -> Result<R, E>,
+    ) -> Result<R, E>
+    where
+        E: From<diesel::result::Error>,
+    {
+        use diesel::sql_types::Text;
+        use diesel::{Connection, QueryableByName, RunQueryDsl};
+        #[derive(QueryableByName)]
+        struct Setting {
+            #[diesel(sql_type = Text)]
+            value: String,
+        }
+        let set = |c: &mut PgConnection, value: &str| {
+            diesel::sql_query("SELECT set_config('statement_timeout', $1, true) AS value")
+                .bind::<Text, _>(value)
+                .get_result::<Setting>(c)
+        };
+        match self {
+            Conn::Sqlite(_) => f(self),
+            Conn::Pg(c) => c.transaction(|c| {
+                // `set_config(…, true)` lasts to the end of the transaction; inside the
+                // writer's that is the whole batch, so the previous value is put back.
+                let previous =
+                    diesel::sql_query("SELECT current_setting('statement_timeout') AS value")
+                        .get_result::<Setting>(c)?;
+                set(c, &timeout_ms.to_string())?;
+                let out = f(&mut Conn::Pg(c))?;
+                set(c, &previous.value)?;
+                Ok(out)
+            }),
+        }
+    }
 }

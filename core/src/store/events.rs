@@ -251,7 +251,7 @@ pub fn replace_relay_event(
 }
 
 /// Is `id` already stored here? `Duplicate`, or `Deleted` for a soft-deleted row.
-fn known_id(
+pub(super) fn known_id(
     conn: &mut Conn<'_>,
     community_id: i64,
     id: &str,

@@ -9,6 +9,7 @@ pub mod channel_state;
 mod checkpoint;
 mod conn;
 mod events;
+mod group_insert;
 mod identity;
 mod migrate;
 mod pool;
@@ -37,6 +38,7 @@ pub use stats::{community_stats, CommunityStats};
 
 use crate::error::Reason;
 use pool::Pool;
+pub use pool::StatementBounds;
 use std::sync::Arc;
 use writer::Writer;
 
@@ -129,10 +131,29 @@ impl Store {
         auto_migrate: bool,
         plugin_sets: &[MigrationSet],
     ) -> Result<Store, StoreError> {
+        Self::open_bounded(
+            url,
+            pool_size,
+            auto_migrate,
+            plugin_sets,
+            StatementBounds::NONE,
+        )
+        .await
+    }
+
+    /// [`Store::open`] with `bounds` on every PostgreSQL session that serves requests
+    /// (migrations run without them: a schema change may legitimately take long).
+    pub async fn open_bounded(
+        url: &str,
+        pool_size: u32,
+        auto_migrate: bool,
+        plugin_sets: &[MigrationSet],
+        bounds: StatementBounds,
+    ) -> Result<Store, StoreError> {
         let url = url.to_owned();
         let sets = plugin_sets.to_vec();
         tokio::task::spawn_blocking(move || {
-            Self::open_blocking(&url, pool_size, auto_migrate, &sets)
+            Self::open_blocking(&url, pool_size, auto_migrate, &sets, bounds)
         })
         .await
         .map_err(|e| StoreError::Join(e.to_string()))?
@@ -143,9 +164,14 @@ impl Store {
         pool_size: u32,
         auto_migrate: bool,
         plugin_sets: &[MigrationSet],
+        bounds: StatementBounds,
     ) -> Result<Store, StoreError> {
-        let pool = Pool::connect(url, pool_size)?;
-        let migrations = Migrations::new(pool.clone(), plugin_sets);
+        let pool = Pool::connect(url, pool_size, bounds)?;
+        let migration_pool = match (pool.backend(), bounds == StatementBounds::NONE) {
+            (Backend::Postgres, false) => Pool::connect(url, 1, StatementBounds::NONE)?,
+            _ => pool.clone(),
+        };
+        let migrations = Migrations::new(migration_pool, plugin_sets);
         if auto_migrate {
             migrations.run_pending()?;
         } else {
@@ -175,7 +201,10 @@ impl Store {
     /// Migration status and runner for `url` (core's and `plugin_sets`) without opening
     /// a full store.
     pub fn migrations(url: &str, plugin_sets: &[MigrationSet]) -> Result<Migrations, StoreError> {
-        Ok(Migrations::new(Pool::connect(url, 1)?, plugin_sets))
+        Ok(Migrations::new(
+            Pool::connect(url, 1, StatementBounds::NONE)?,
+            plugin_sets,
+        ))
     }
 
     pub fn backend(&self) -> Backend {
@@ -206,6 +235,31 @@ impl Store {
         self.inner.writer.submit(f).await
     }
 
+    /// Store `event` in the writer's group transaction (NIP-01 duplicate and
+    /// replaceable rules, the tag index), then run `then` with the outcome in the same
+    /// transaction; answered after the commit, like [`Store::write`].
+    ///
+    /// `independent` says that `then` changes no other event's rows and reads none
+    /// but the ones `event` names in its `e` tags. The PostgreSQL writer then inserts
+    /// the event together with neighbouring independent events of its batch (two
+    /// statements for all of them) before running each `then` in submission order; an
+    /// event that settles a replaceable slot is never grouped.
+    pub async fn write_event<R, F>(
+        &self,
+        event: Arc<crate::event::StoredEvent>,
+        independent: bool,
+        then: F,
+    ) -> Result<R, Reason>
+    where
+        R: Send + 'static,
+        F: Fn(&mut Conn<'_>, InsertOutcome) -> Result<R, Reason> + Send + 'static,
+    {
+        self.inner
+            .writer
+            .submit_event(event, independent, then)
+            .await
+    }
+
     /// Make sure a community row exists for `host`; returns its id.
     pub async fn ensure_community(&self, host: &str, name: &str) -> Result<i64, Reason> {
         let (host, name) = (host.to_owned(), name.to_owned());
@@ -214,10 +268,15 @@ impl Store {
     }
 
     /// Refresh the query planner's statistics (after a bulk load), through the writer.
+    /// Not held to `statement_timeout`: on a large database it may take longer, and it
+    /// is maintenance, not a request.
     pub async fn analyze(&self) -> Result<(), Reason> {
         self.write(|conn| {
             use diesel::RunQueryDsl;
-            crate::with_conn!(conn, |c| diesel::sql_query("ANALYZE").execute(c))?;
+            conn.with_statement_timeout(0, |conn| {
+                crate::with_conn!(conn, |c| diesel::sql_query("ANALYZE").execute(c))
+                    .map_err(Reason::from)
+            })?;
             Ok(())
         })
         .await

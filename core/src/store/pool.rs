@@ -42,10 +42,50 @@ impl CustomizeConnection<SqliteConnection, diesel::r2d2::Error> for SqliteSetup 
     }
 }
 
+/// Server-side bounds on every statement of a PostgreSQL session (milliseconds, 0 = none).
+/// The database itself cancels a statement that runs, or waits for a lock, longer than
+/// this, so a deadline holds inside a statement and not only between statements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StatementBounds {
+    /// PostgreSQL `statement_timeout`.
+    pub statement_timeout_ms: u64,
+    /// PostgreSQL `lock_timeout`.
+    pub lock_timeout_ms: u64,
+}
+
+impl StatementBounds {
+    /// No bounds: migrations and tools, which may legitimately run long.
+    pub const NONE: StatementBounds = StatementBounds {
+        statement_timeout_ms: 0,
+        lock_timeout_ms: 0,
+    };
+}
+
+/// Sets the session's bounds on every new PostgreSQL connection.
+#[derive(Debug)]
+struct PgSetup(StatementBounds);
+
+impl CustomizeConnection<PgConnection, diesel::r2d2::Error> for PgSetup {
+    fn on_acquire(&self, conn: &mut PgConnection) -> Result<(), diesel::r2d2::Error> {
+        // Integers formatted by us, never input: nothing to quote.
+        conn.batch_execute(&format!(
+            "SET statement_timeout = {}; SET lock_timeout = {};",
+            self.0.statement_timeout_ms, self.0.lock_timeout_ms
+        ))
+        .map_err(diesel::r2d2::Error::QueryError)
+    }
+}
+
 impl Pool {
     /// A pool with `reads` connections for reads plus the ones the store keeps for
-    /// itself: the writer's, and on SQLite the checkpoint thread's.
-    pub(crate) fn connect(url: &str, reads: u32) -> Result<Pool, StoreError> {
+    /// itself: the writer's, and on SQLite the checkpoint thread's. On PostgreSQL every
+    /// session gets `bounds` (SQLite has no statement deadline; its busy timeout bounds
+    /// lock waits).
+    pub(crate) fn connect(
+        url: &str,
+        reads: u32,
+        bounds: StatementBounds,
+    ) -> Result<Pool, StoreError> {
         let reads = reads.max(1);
         if let Some(path) = url.strip_prefix("sqlite://") {
             if let Some(dir) = std::path::Path::new(path).parent() {
@@ -66,6 +106,7 @@ impl Pool {
             let pool = R2d2::builder()
                 .max_size(reads + 1)
                 .connection_timeout(Duration::from_secs(10))
+                .connection_customizer(Box::new(PgSetup(bounds)))
                 .build(ConnectionManager::<PgConnection>::new(url))
                 .map_err(|e| StoreError::Connect(e.to_string()))?;
             Ok(Pool::Pg(pool))

@@ -9,14 +9,27 @@
 //! the relay say `OK true` only for durable events. On SQLite the writer only appends to
 //! the WAL; copying it back into the database runs on a thread of its own
 //! (`checkpoint.rs`), which each commit wakes.
+//!
+//! On PostgreSQL every statement is a network round trip, so an event job
+//! ([`Writer::submit_event`]) tells the writer which event it stores. A run of
+//! consecutive *independent* event jobs (no replaceable slot to settle, nothing deleted,
+//! no reference to an event later in the run; the caller vouches for its follow-up
+//! writes) becomes a group: its events are inserted with two statements
+//! (`group_insert.rs`), then each job's follow-up runs in order. Any other job runs in
+//! its place in the queue, so the order of effects is the order of submission. The
+//! replay after a failure runs every job alone, exactly as on SQLite.
 
 use super::checkpoint::Checkpointer;
 use super::conn::{Backend, Conn};
+use super::events::{insert_event, InsertOutcome};
+use super::group_insert::insert_group;
 use super::pool::{OwnedConn, Pool};
 use super::StoreError;
 use crate::error::Reason;
-use diesel::Connection;
+use crate::event::StoredEvent;
+use diesel::{Connection, PgConnection};
 use std::any::Any;
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex, RwLock};
 use tokio::sync::{mpsc, oneshot};
 
@@ -29,11 +42,26 @@ type AnyBox = Box<dyn Any + Send>;
 /// `Fn`, not `FnOnce`: a batch whose optimistic run hits a failing job is run again,
 /// job by job in savepoints.
 type Job = Box<dyn Fn(&mut Conn<'_>) -> Result<AnyBox, Reason> + Send>;
+/// What follows an event's insert, given its outcome.
+type FollowUp = Box<dyn Fn(&mut Conn<'_>, InsertOutcome) -> Result<AnyBox, Reason> + Send>;
 
 type Reply = oneshot::Sender<Result<AnyBox, Reason>>;
 
+/// One job's work.
+enum Work {
+    /// Any writes.
+    Any(Job),
+    /// Store `event`, then run `then` with the outcome.
+    Event {
+        event: Arc<StoredEvent>,
+        /// May be inserted in one statement with neighbouring independent events.
+        independent: bool,
+        then: FollowUp,
+    },
+}
+
 struct Request {
-    job: Job,
+    work: Work,
     reply: Reply,
 }
 
@@ -61,7 +89,7 @@ impl Writer {
             .name("buzz-store-writer".into())
             .spawn({
                 let checkpointer = checkpointer.clone();
-                move || run(pool, rx, checkpointer.as_deref())
+                move || serve(pool, rx, checkpointer.as_deref())
             })
             .map_err(|e| {
                 if let Some(checkpointer) = &checkpointer {
@@ -81,6 +109,36 @@ impl Writer {
         R: Send + 'static,
         F: Fn(&mut Conn<'_>) -> Result<R, Reason> + Send + 'static,
     {
+        let job: Job = Box::new(move |conn| f(conn).map(|r| Box::new(r) as AnyBox));
+        self.queue(Work::Any(job)).await
+    }
+
+    /// Store `event`, then run `then` with the outcome, in the group transaction.
+    /// `independent`: `then` changes no other event's rows and reads none but the ones
+    /// the event names in its `e` tags, and the event settles no replaceable slot — so
+    /// on PostgreSQL it may be inserted together with its neighbours.
+    pub(crate) async fn submit_event<R, F>(
+        &self,
+        event: Arc<StoredEvent>,
+        independent: bool,
+        then: F,
+    ) -> Result<R, Reason>
+    where
+        R: Send + 'static,
+        F: Fn(&mut Conn<'_>, InsertOutcome) -> Result<R, Reason> + Send + 'static,
+    {
+        let then: FollowUp =
+            Box::new(move |conn, outcome| then(conn, outcome).map(|r| Box::new(r) as AnyBox));
+        let independent = independent && event.event.replace_key().is_none();
+        self.queue(Work::Event {
+            event,
+            independent,
+            then,
+        })
+        .await
+    }
+
+    async fn queue<R: Send + 'static>(&self, work: Work) -> Result<R, Reason> {
         let gone = || Reason::Unavailable("the relay is shutting down".into());
         let sender = self
             .sender
@@ -89,9 +147,8 @@ impl Writer {
             .clone()
             .ok_or_else(gone)?;
         let (reply, answer) = oneshot::channel();
-        let job: Job = Box::new(move |conn| f(conn).map(|r| Box::new(r) as AnyBox));
         sender
-            .send(Request { job, reply })
+            .send(Request { work, reply })
             .await
             .map_err(|_| gone())?;
         let value = answer
@@ -121,7 +178,7 @@ impl Writer {
     }
 }
 
-fn run(pool: Pool, mut rx: mpsc::Receiver<Request>, checkpointer: Option<&Checkpointer>) {
+fn serve(pool: Pool, mut rx: mpsc::Receiver<Request>, checkpointer: Option<&Checkpointer>) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     // The writer keeps its connection between batches (warm statement cache); after a
     // failed commit it takes a fresh one, in case the old one is broken.
@@ -147,11 +204,24 @@ fn run(pool: Pool, mut rx: mpsc::Receiver<Request>, checkpointer: Option<&Checkp
             }
         }
         let jobs = std::mem::take(&mut batch);
+        let (size, started) = (jobs.len(), std::time::Instant::now());
         let committed = match held.as_mut() {
-            Some(OwnedConn::Sqlite(c)) => commit_batch(&mut **c, |c| Conn::Sqlite(c), jobs),
-            Some(OwnedConn::Pg(c)) => commit_batch(&mut **c, |c| Conn::Pg(c), jobs),
+            Some(OwnedConn::Sqlite(c)) => commit_batch(
+                &mut **c,
+                |c| Conn::Sqlite(c),
+                |c, jobs, results| run_in_turn(&mut Conn::Sqlite(c), jobs, results),
+                jobs,
+            ),
+            Some(OwnedConn::Pg(c)) => commit_batch(&mut **c, |c| Conn::Pg(c), run_grouped, jobs),
             None => false,
         };
+        // For operators sizing a deployment: how full batches are and what one costs.
+        tracing::debug!(
+            jobs = size,
+            micros = started.elapsed().as_micros() as u64,
+            committed,
+            "storage batch"
+        );
         if !committed {
             held = None;
         } else if let Some(checkpointer) = checkpointer {
@@ -171,23 +241,30 @@ fn run(pool: Pool, mut rx: mpsc::Receiver<Request>, checkpointer: Option<&Checkp
 fn commit_batch<C: Connection>(
     conn: &mut C,
     wrap: impl Fn(&mut C) -> Conn<'_>,
+    optimistic: impl Fn(&mut C, &[Request], &mut Vec<Result<AnyBox, Reason>>) -> Result<(), Reason>,
     jobs: Vec<Request>,
 ) -> bool {
     let mut results: Vec<Result<AnyBox, Reason>> = Vec::with_capacity(jobs.len());
-    let optimistic = conn.transaction::<(), Reason, _>(|conn| {
-        for request in &jobs {
-            results.push(Ok((request.job)(&mut wrap(conn))?));
-        }
-        Ok(())
-    });
+    let optimistic =
+        conn.transaction::<(), Reason, _>(|conn| optimistic(conn, &jobs, &mut results));
     let committed = match optimistic {
         Ok(()) => Ok(()),
+        // The database said "not now" (a statement or lock timeout, a lost connection):
+        // not one job's fault, and replaying job by job would meet it again once per
+        // job. Nothing was committed; every job of the batch gets the retryable answer.
+        Err(Reason::Unavailable(text)) => {
+            tracing::warn!(cause = %text, jobs = jobs.len(), "storage batch rolled back");
+            for request in jobs {
+                let _ = request.reply.send(Err(Reason::Unavailable(text.clone())));
+            }
+            return false;
+        }
         Err(_) => {
             results.clear();
             conn.transaction::<(), diesel::result::Error, _>(|conn| {
                 for request in &jobs {
                     results.push(
-                        conn.transaction::<AnyBox, Reason, _>(|c| (request.job)(&mut wrap(c))),
+                        conn.transaction::<AnyBox, Reason, _>(|c| run(&mut wrap(c), &request.work)),
                     );
                 }
                 Ok(())
@@ -215,5 +292,164 @@ fn commit_batch<C: Connection>(
             }
             false
         }
+    }
+}
+
+/// One job alone.
+fn run(conn: &mut Conn<'_>, work: &Work) -> Result<AnyBox, Reason> {
+    match work {
+        Work::Any(job) => job(conn),
+        Work::Event { event, then, .. } => {
+            let outcome = insert_event(
+                conn,
+                event.community_id,
+                &event.event,
+                event.channel.as_deref(),
+                event.received_at,
+            )?;
+            then(conn, outcome)
+        }
+    }
+}
+
+/// Every job in turn (SQLite: statements are in-process calls, nothing to group).
+fn run_in_turn(
+    conn: &mut Conn<'_>,
+    jobs: &[Request],
+    results: &mut Vec<Result<AnyBox, Reason>>,
+) -> Result<(), Reason> {
+    for request in jobs {
+        results.push(Ok(run(conn, &request.work)?));
+    }
+    Ok(())
+}
+
+/// PostgreSQL: jobs in order, each run of independent event jobs inserted as a group.
+fn run_grouped(
+    conn: &mut PgConnection,
+    jobs: &[Request],
+    results: &mut Vec<Result<AnyBox, Reason>>,
+) -> Result<(), Reason> {
+    let mut rest = jobs;
+    while !rest.is_empty() {
+        let group = group_len(rest);
+        if group < 2 {
+            results.push(Ok(run(&mut Conn::Pg(conn), &rest[0].work)?));
+            rest = &rest[1..];
+            continue;
+        }
+        let (now, later) = rest.split_at(group);
+        let members: Vec<(&StoredEvent, &FollowUp)> = now
+            .iter()
+            .filter_map(|request| match &request.work {
+                Work::Event { event, then, .. } => Some((&**event, then)),
+                Work::Any(_) => None,
+            })
+            .collect();
+        let events: Vec<&StoredEvent> = members.iter().map(|(event, _)| *event).collect();
+        let outcomes = insert_group(conn, &events)?;
+        for ((_, then), outcome) in members.iter().zip(outcomes) {
+            results.push(Ok(then(&mut Conn::Pg(conn), outcome)?));
+        }
+        rest = later;
+    }
+    Ok(())
+}
+
+/// How many leading jobs of `jobs` form one group: independent event jobs, up to the
+/// first whose event an earlier member names in an `e` tag (that earlier member's
+/// follow-up must not find it stored yet, as it would not one job at a time).
+fn group_len(jobs: &[Request]) -> usize {
+    let mut named: HashSet<(i64, &str)> = HashSet::new();
+    for (len, request) in jobs.iter().enumerate() {
+        let Work::Event {
+            event,
+            independent: true,
+            ..
+        } = &request.work
+        else {
+            return len;
+        };
+        if named.contains(&(event.community_id, event.event.id.as_str())) {
+            return len;
+        }
+        named.extend(
+            event
+                .event
+                .tag_values("e")
+                .map(|id| (event.community_id, id)),
+        );
+    }
+    jobs.len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keys::Keys;
+
+    fn event_job(event: crate::event::Event, independent: bool) -> Request {
+        let (reply, _answer) = oneshot::channel();
+        Request {
+            work: Work::Event {
+                event: Arc::new(StoredEvent {
+                    channel: event.channel_id().map(str::to_owned),
+                    event,
+                    community_id: 1,
+                    received_at: 0,
+                }),
+                independent,
+                then: Box::new(|_, _| Ok(Box::new(()) as AnyBox)),
+            },
+            reply,
+        }
+    }
+
+    fn any_job() -> Request {
+        let (reply, _answer) = oneshot::channel();
+        Request {
+            work: Work::Any(Box::new(|_| Ok(Box::new(()) as AnyBox))),
+            reply,
+        }
+    }
+
+    /// A group ends before a job that is not an independent event, and before an event
+    /// an earlier member names: that member's follow-up must not find it stored yet.
+    #[test]
+    fn groups_stop_where_one_at_a_time_would_differ() {
+        let keys = Keys::generate();
+        let note = |i: i64| keys.sign(1, vec![], &format!("note {i}"), 1_000 + i);
+        let (a, b, c) = (note(1), note(2), note(3));
+        let names_c = keys.sign(1, vec![vec!["e".into(), c.id.clone()]], "re", 1_000);
+
+        let jobs = vec![
+            event_job(a.clone(), true),
+            event_job(b.clone(), true),
+            any_job(),
+            event_job(c.clone(), true),
+        ];
+        assert_eq!(group_len(&jobs), 2);
+        assert_eq!(group_len(&jobs[2..]), 0);
+
+        let jobs = vec![event_job(a.clone(), true), event_job(b.clone(), false)];
+        assert_eq!(group_len(&jobs), 1);
+
+        // `names_c` comes first and names `c`: `c` starts the next group.
+        let jobs = vec![
+            event_job(names_c.clone(), true),
+            event_job(a.clone(), true),
+            event_job(c.clone(), true),
+            event_job(b.clone(), true),
+        ];
+        assert_eq!(group_len(&jobs), 2);
+        assert_eq!(group_len(&jobs[2..]), 2);
+
+        // Naming an event earlier in the group is what one at a time does too.
+        let jobs = vec![
+            event_job(c, true),
+            event_job(names_c, true),
+            event_job(a, true),
+        ];
+        assert_eq!(group_len(&jobs), 3);
     }
 }

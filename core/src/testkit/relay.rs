@@ -158,6 +158,35 @@ impl TestRelay {
             .expect("count rows")
     }
 
+    /// `author`'s stored events in storage order (`seq`), each with its number of tag
+    /// index rows: the proof of submission order and of a complete tag index.
+    pub async fn stored_in_order(&self, author: &str) -> Vec<(String, i64)> {
+        use crate::store::schema::{event_tags, events};
+        use diesel::prelude::*;
+        let author = author.to_owned();
+        self.running()
+            .services
+            .store
+            .read(move |mut conn| {
+                let rows: Vec<(i64, String)> = crate::with_conn!(&mut conn, |c| events::table
+                    .filter(events::pubkey.eq(&author))
+                    .order(events::seq)
+                    .select((events::seq, events::id))
+                    .load(c))?;
+                let mut out = Vec::with_capacity(rows.len());
+                for (seq, id) in rows {
+                    let tags: i64 = crate::with_conn!(&mut conn, |c| event_tags::table
+                        .filter(event_tags::event_seq.eq(seq))
+                        .count()
+                        .get_result(c))?;
+                    out.push((id, tags));
+                }
+                Ok(out)
+            })
+            .await
+            .expect("stored rows in order")
+    }
+
     /// The `thread_metadata` row of `event_id` in the default community.
     pub async fn thread_row(&self, event_id: &str) -> Option<crate::store::threads::ThreadRow> {
         let services = &self.running().services;
