@@ -44,6 +44,8 @@ pub struct AccessService {
     cache: FactsCache,
     /// Held while a community's channel table is refreshed (see `channels`).
     refreshing: tokio::sync::Mutex<()>,
+    /// Policy verdicts per entry point, registered by the relay's `Metrics`.
+    metrics: crate::metrics::PolicyMetrics,
 }
 
 fn verdict(result: Result<Verdict, buzz_policy::PolicyError>) -> Result<(), Reason> {
@@ -72,7 +74,13 @@ impl AccessService {
             clock,
             cache: FactsCache::default(),
             refreshing: tokio::sync::Mutex::new(()),
+            metrics: Default::default(),
         }
+    }
+
+    /// Policy verdict counts (allow/deny/error per entry point, rate-limit hits).
+    pub fn policy_metrics(&self) -> &crate::metrics::PolicyMetrics {
+        &self.metrics
     }
 
     /// Refresh cached facts and decisions for what `stored` changed (nothing when its
@@ -248,7 +256,9 @@ impl AccessService {
             community: facts::community_facts(&ctx.community),
             now,
         };
-        verdict(policy.check_write(&req))
+        let outcome = verdict(policy.check_write(&req));
+        self.metrics.record("can_write", &outcome);
+        outcome
     }
 
     /// May `ctx` run this filter at all? A filter that names channels needs

@@ -11,6 +11,7 @@ mod conn;
 mod events;
 mod identity;
 mod migrate;
+pub mod moderation;
 mod pool;
 mod query;
 pub mod schema;
@@ -191,6 +192,11 @@ impl Store {
         tokio::task::spawn_blocking(move || pool.with_conn(f))
             .await
             .map_err(|e| Reason::Internal(anyhow::Error::new(StoreError::Join(e.to_string()))))?
+    }
+
+    /// The writer's figures (queue depth, batch sizes), for the relay's metrics.
+    pub fn writer_metrics(&self) -> &crate::metrics::WriterMetrics {
+        self.inner.writer.metrics()
     }
 
     /// Run `f` inside the writer's group transaction. An `Err` rolls back only this job

@@ -15,6 +15,7 @@ use super::conn::{Backend, Conn};
 use super::pool::{OwnedConn, Pool};
 use super::StoreError;
 use crate::error::Reason;
+use crate::metrics::WriterMetrics;
 use diesel::Connection;
 use std::any::Any;
 use std::sync::{Arc, Mutex, RwLock};
@@ -43,6 +44,8 @@ pub(crate) struct Writer {
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// SQLite only: WAL checkpoints off the writer's path.
     checkpointer: Option<Arc<Checkpointer>>,
+    /// Queue depth and batch sizes, registered by the relay's `Metrics`.
+    metrics: WriterMetrics,
 }
 
 impl Writer {
@@ -57,11 +60,13 @@ impl Writer {
             Backend::Postgres => None,
         };
         let (tx, rx) = mpsc::channel(QUEUE_DEPTH);
+        let metrics = WriterMetrics::default();
         let thread = std::thread::Builder::new()
             .name("buzz-store-writer".into())
             .spawn({
                 let checkpointer = checkpointer.clone();
-                move || run(pool, rx, checkpointer.as_deref())
+                let metrics = metrics.clone();
+                move || run(pool, rx, checkpointer.as_deref(), &metrics)
             })
             .map_err(|e| {
                 if let Some(checkpointer) = &checkpointer {
@@ -73,7 +78,12 @@ impl Writer {
             sender: RwLock::new(Some(tx)),
             thread: Mutex::new(Some(thread)),
             checkpointer,
+            metrics,
         })
+    }
+
+    pub(crate) fn metrics(&self) -> &WriterMetrics {
+        &self.metrics
     }
 
     pub(crate) async fn submit<R, F>(&self, f: F) -> Result<R, Reason>
@@ -90,10 +100,12 @@ impl Writer {
             .ok_or_else(gone)?;
         let (reply, answer) = oneshot::channel();
         let job: Job = Box::new(move |conn| f(conn).map(|r| Box::new(r) as AnyBox));
-        sender
-            .send(Request { job, reply })
-            .await
-            .map_err(|_| gone())?;
+        // Counted before sending: the writer may take the job (and count it out) at once.
+        self.metrics.queue_depth.inc();
+        if sender.send(Request { job, reply }).await.is_err() {
+            self.metrics.queue_depth.dec();
+            return Err(gone());
+        }
         let value = answer
             .await
             .map_err(|_| Reason::Internal(StoreError::WriterGone.into()))??;
@@ -121,7 +133,12 @@ impl Writer {
     }
 }
 
-fn run(pool: Pool, mut rx: mpsc::Receiver<Request>, checkpointer: Option<&Checkpointer>) {
+fn run(
+    pool: Pool,
+    mut rx: mpsc::Receiver<Request>,
+    checkpointer: Option<&Checkpointer>,
+    metrics: &WriterMetrics,
+) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     // The writer keeps its connection between batches (warm statement cache); after a
     // failed commit it takes a fresh one, in case the old one is broken.
@@ -134,6 +151,7 @@ fn run(pool: Pool, mut rx: mpsc::Receiver<Request>, checkpointer: Option<&Checkp
                 Err(_) => break,
             }
         }
+        metrics.queue_depth.dec_by(batch.len() as i64);
         if held.is_none() {
             match pool.take() {
                 Ok(conn) => held = Some(conn),
@@ -147,11 +165,13 @@ fn run(pool: Pool, mut rx: mpsc::Receiver<Request>, checkpointer: Option<&Checkp
             }
         }
         let jobs = std::mem::take(&mut batch);
+        let size = jobs.len();
         let committed = match held.as_mut() {
             Some(OwnedConn::Sqlite(c)) => commit_batch(&mut **c, |c| Conn::Sqlite(c), jobs),
             Some(OwnedConn::Pg(c)) => commit_batch(&mut **c, |c| Conn::Pg(c), jobs),
             None => false,
         };
+        metrics.batch(size, committed);
         if !committed {
             held = None;
         } else if let Some(checkpointer) = checkpointer {
