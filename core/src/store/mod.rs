@@ -10,6 +10,7 @@ mod checkpoint;
 mod conn;
 mod events;
 mod identity;
+pub mod inspect;
 mod migrate;
 pub mod moderation;
 mod pool;

@@ -92,6 +92,14 @@ impl TestRelay {
         self.relay = Some(running);
     }
 
+    /// Stop the relay process but keep its storage (a stopped relay, for tools that
+    /// read the database alone); [`TestRelay::restart`] starts it again.
+    pub async fn halt(&mut self) {
+        if let Some(relay) = self.relay.take() {
+            relay.stop().await.expect("relay stops");
+        }
+    }
+
     /// Stop gracefully and start again on the same storage (a new port).
     pub async fn restart(&mut self) {
         if let Some(relay) = self.relay.take() {
