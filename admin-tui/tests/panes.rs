@@ -19,7 +19,8 @@ use std::time::{Duration, Instant};
 
 both_backends!(
     every_pane_draws_seeded_data,
-    a_source_going_down_is_marked_stale
+    a_source_going_down_is_marked_stale,
+    console_actions_reach_the_relay,
 );
 
 /// The screen as text, one line per row.
@@ -54,6 +55,11 @@ fn admin_settings(relay: &TestRelay) -> Settings {
     settings
 }
 
+/// The member `seeded` bans (its key), for tests that act on it.
+fn seeded_member() -> Keys {
+    Keys::from_hex(&"1".repeat(64)).expect("fixed key")
+}
+
 async fn seeded(backend: Db, name: &str, owner: &Keys) -> Option<TestRelay> {
     let pk = owner.pubkey().to_owned();
     let relay = TestRelay::start_with(
@@ -63,7 +69,7 @@ async fn seeded(backend: Db, name: &str, owner: &Keys) -> Option<TestRelay> {
         buzz_relay::catalog().entries().to_vec(),
     )
     .await?;
-    let alice = Keys::generate();
+    let alice = seeded_member();
     let mut ws = relay.ws().await;
     assert_eq!(ws.auth(&alice).await, (true, String::new()));
     let channel = uuid::Uuid::new_v4().to_string();
@@ -224,7 +230,10 @@ async fn every_pane_draws_seeded_data(backend: Db, name: &str) {
         .handle_key(key(KeyCode::Char('b')), &snapshot)
         .is_none());
     let text = draw(&mut reader, &snapshot);
-    assert!(text.contains("read-only: start buzz-admin with --key-file"), "{text}");
+    assert!(
+        text.contains("read-only: start buzz-admin with --key-file"),
+        "{text}"
+    );
     relay.stop().await;
 }
 
@@ -292,4 +301,73 @@ async fn a_source_going_down_is_marked_stale(backend: Db, name: &str) {
         let text = draw(&mut app, &snapshot);
         assert!(text.contains("STALE"), "pane {pane}: {text}");
     }
+}
+
+async fn console_actions_reach_the_relay(backend: Db, name: &str) {
+    use buzz_admin::data::dryrun::dry_run;
+    use buzz_admin::data::nip86::Nip86Client;
+    let owner = Keys::generate();
+    let Some(relay) = seeded(backend, name, &owner).await else {
+        return;
+    };
+    let settings = admin_settings(&relay);
+    let catalog = buzz_relay::catalog();
+
+    // Dry-run: the banned member is refused with the ban's reason, a newcomer allowed;
+    // nothing is stored either way.
+    let banned = seeded_member().sign(1, vec![], "dry", now());
+    let verdict = dry_run(
+        &settings,
+        &catalog,
+        "localhost",
+        &serde_json::to_string(&banned).expect("json"),
+    )
+    .await
+    .expect("dry-run runs");
+    assert!(
+        verdict.contains("refused") && verdict.contains("blocked: banned: flooding"),
+        "{verdict}"
+    );
+    let newcomer = Keys::generate().sign(1, vec![], "hi", now());
+    let verdict = dry_run(
+        &settings,
+        &catalog,
+        "localhost",
+        &serde_json::to_string(&newcomer).expect("json"),
+    )
+    .await
+    .expect("dry-run runs");
+    assert!(verdict.ends_with("allowed"), "{verdict}");
+    assert_eq!(
+        relay.stored_rows(&newcomer.id).await,
+        0,
+        "a dry-run stores nothing"
+    );
+    let broken = dry_run(&settings, &catalog, "localhost", "{not json").await;
+    assert!(broken.is_err_and(|e| e.contains("not a Nostr event")));
+
+    // NIP-86 from the console: as the owner it works; as anyone else it is refused
+    // with the relay's 403.
+    let client = Nip86Client::new(&settings, owner.clone()).expect("client");
+    let victim = "d".repeat(64);
+    client
+        .call(
+            "localhost",
+            "timeoutpubkey",
+            json!([victim, now() + 600, "cool"]),
+        )
+        .await
+        .expect("timeout accepted");
+    let listed = client
+        .call("localhost", "listtimedoutpubkeys", json!([]))
+        .await
+        .expect("listed");
+    assert_eq!(listed[0]["pubkey"], json!(victim));
+    let stranger = Nip86Client::new(&settings, Keys::generate()).expect("client");
+    let refused = stranger
+        .call("localhost", "banpubkey", json!([victim]))
+        .await
+        .expect_err("not an owner");
+    assert!(refused.starts_with("HTTP 403: restricted:"), "{refused}");
+    relay.stop().await;
 }

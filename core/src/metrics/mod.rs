@@ -131,8 +131,8 @@ impl Drop for ConnectionGuard {
 
 impl Metrics {
     pub fn new(writer: &WriterMetrics, policy: &PolicyMetrics) -> Metrics {
-        let mut registry = Registry::with_prefix("buzz");
-        let m = Metrics {
+        let mut m = Metrics {
+            registry: Registry::with_prefix("buzz"),
             connections: Gauge::default(),
             connections_opened: Counter::default(),
             ingest: Counters::default(),
@@ -142,9 +142,9 @@ impl Metrics {
             errors: Counters::default(),
             plugin_rejections: Counters::default(),
             nip86: Counters::default(),
-            registry: Registry::default(),
         };
-        let r = &mut registry;
+        // Registering clones: every handle shares its value with the original.
+        let r = &mut m.registry;
         r.register(
             "connections",
             "Open WebSocket connections",
@@ -215,7 +215,7 @@ impl Metrics {
             "Policy denials that were rate limits, by entry point",
             policy.rate_limited.clone(),
         );
-        Metrics { registry, ..m }
+        m
     }
 
     /// The text a scrape gets.
