@@ -181,6 +181,10 @@ async fn every_pane_draws_seeded_data(backend: Db, name: &str) {
         "{text}"
     );
     assert!(text.contains("t dry-run event"), "{text}");
+    assert!(
+        text.contains(&format!("script loads: {metrics} 1")),
+        "{text}"
+    );
 
     // Moderation: the NIP-86 ban, with its reason and author.
     app.select(4);

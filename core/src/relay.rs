@@ -141,6 +141,9 @@ impl RelayBuilder {
             store.writer_metrics(),
             access.policy_metrics(),
         ));
+        let weak = Arc::downgrade(&access);
+        metrics
+            .observe_policy_generation(move || weak.upgrade().map_or(0, |a| a.policy_generation()));
         let services = Services {
             store: store.clone(),
             relay_keys,

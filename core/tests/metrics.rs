@@ -79,6 +79,8 @@ async fn figures_move_under_load(backend: TestBackend, name: &str) {
         );
     }
     assert_eq!(value(&before, "buzz_connections", &[]), 0.0);
+    // One community, its scripts loaded once at start.
+    assert_eq!(value(&before, "buzz_policy_generation", &[]), 1.0);
 
     let alice = Keys::generate();
     let mut ws = authed(&relay, &alice).await;

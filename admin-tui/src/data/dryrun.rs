@@ -63,7 +63,7 @@ pub async fn dry_run(
             Ok(()) => format!(
                 "kind {} by {}…: allowed",
                 event.kind,
-                &event.pubkey[..8.min(event.pubkey.len())]
+                event.pubkey.chars().take(8).collect::<String>()
             ),
             // Operators see the cause (a policy failure's script error included).
             Err(reason) => format!("kind {}: refused — {reason}", event.kind),

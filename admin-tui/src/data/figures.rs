@@ -24,6 +24,8 @@ pub struct Figures {
     pub rate_limited: BTreeMap<String, f64>,
     /// Plugin refusals by `(plugin, hook)`.
     pub plugin_rejections: BTreeMap<(String, String), f64>,
+    /// Policy script sets loaded so far (grows with each successful reload).
+    pub policy_generation: f64,
 }
 
 /// A process's figures with what changed since the previous scrape.
@@ -64,6 +66,7 @@ impl Figures {
                 "buzz_ingest_events_total" => f.events_in += v,
                 "buzz_queries_total" => f.queries += v,
                 "buzz_writer_queue_depth" => f.writer_queue += v,
+                "buzz_policy_generation" => f.policy_generation = v,
                 "buzz_errors_total" => *f.errors.entry(label(s, "prefix")).or_default() += v,
                 "buzz_policy_decisions_total" => {
                     *f.policy

@@ -74,8 +74,8 @@ impl Moderation {
 }
 
 fn short(pubkey: &str) -> String {
-    if pubkey.len() > 12 {
-        format!("{}…", &pubkey[..12])
+    if pubkey.chars().count() > 12 {
+        format!("{}…", pubkey.chars().take(12).collect::<String>())
     } else {
         pubkey.to_owned()
     }

@@ -180,6 +180,19 @@ impl Component for Policies {
         if lines.is_empty() {
             lines.push(Line::from("no policy calls counted yet"));
         }
+        // Loads per process: the same number on every process after an edit means each
+        // took it; one that lags kept its last good scripts (its BROKEN line says why).
+        let loads: Vec<String> = snapshot
+            .processes
+            .iter()
+            .filter_map(|p| {
+                let l = p.live.value.as_ref()?;
+                Some(format!("{} {}", p.addr, l.figures.policy_generation))
+            })
+            .collect();
+        if !loads.is_empty() {
+            lines.push(Line::from(format!("script loads: {}", loads.join(" · "))));
+        }
         if !plugins.is_empty() {
             let text: Vec<String> = plugins.iter().map(|(k, n)| format!("{k} {n}")).collect();
             lines.push(Line::from(format!("plugin refusals: {}", text.join(" · "))));

@@ -99,7 +99,6 @@ impl PolicyMetrics {
 }
 
 /// Every figure of one relay process.
-#[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
     /// Open WebSocket connections.
@@ -118,6 +117,10 @@ pub struct Metrics {
     plugin_rejections: Counters,
     /// NIP-86 calls by `method` (unknown methods count as `unknown`) and `outcome`.
     nip86: Counters,
+    /// Successful policy loads and reloads, read at scrape time from the source
+    /// [`Metrics::observe_policy_generation`] names.
+    policy_generation: Gauge,
+    generation_source: std::sync::OnceLock<Box<dyn Fn() -> u64 + Send + Sync>>,
 }
 
 /// Decrements the open-connection gauge when the connection ends.
@@ -142,6 +145,8 @@ impl Metrics {
             errors: Counters::default(),
             plugin_rejections: Counters::default(),
             nip86: Counters::default(),
+            policy_generation: Gauge::default(),
+            generation_source: std::sync::OnceLock::new(),
         };
         // Registering clones: every handle shares its value with the original.
         let r = &mut m.registry;
@@ -211,6 +216,11 @@ impl Metrics {
             policy.decisions.clone(),
         );
         r.register(
+            "policy_generation",
+            "Policy script sets loaded so far, all communities (grows with each successful reload)",
+            m.policy_generation.clone(),
+        );
+        r.register(
             "policy_rate_limited",
             "Policy denials that were rate limits, by entry point",
             policy.rate_limited.clone(),
@@ -218,8 +228,19 @@ impl Metrics {
         m
     }
 
+    /// Where the policy generation is read at each scrape (the access service's count of
+    /// script loads; a reload that failed keeps it, so a stuck number after an edit
+    /// means the edit did not load). Set once.
+    pub fn observe_policy_generation(&self, source: impl Fn() -> u64 + Send + Sync + 'static) {
+        let _ = self.generation_source.set(Box::new(source));
+    }
+
     /// The text a scrape gets.
     pub fn encode(&self) -> Result<String, std::fmt::Error> {
+        if let Some(source) = self.generation_source.get() {
+            self.policy_generation
+                .set(i64::try_from(source()).unwrap_or(i64::MAX));
+        }
         let mut text = String::new();
         encode(&mut text, &self.registry)?;
         Ok(text)
