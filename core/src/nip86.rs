@@ -200,8 +200,9 @@ impl Call {
     }
 
     /// Carry out the call for `ctx` (whose pubkey is a verified owner). Returns the
-    /// `result` of the answer.
-    pub async fn run(
+    /// `result` of the answer. Crate-only: it skips the access service, so only the HTTP
+    /// handler that checked NIP-98 and ownership may call it.
+    pub(crate) async fn run(
         self,
         ctx: &ConnCtx,
         services: &Services,
