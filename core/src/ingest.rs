@@ -72,7 +72,11 @@ impl Ingest {
     /// is that owner, recorded as the sanction's author). Everything else — shape,
     /// protocol, plugin checks, the transaction, fan-out, cache updates — is the same path
     /// as an owner's own event.
-    pub(crate) async fn submit_authorized(&self, ctx: &ConnCtx, event: Event) -> Result<Accepted, Reason> {
+    pub(crate) async fn submit_authorized(
+        &self,
+        ctx: &ConnCtx,
+        event: Event,
+    ) -> Result<Accepted, Reason> {
         let started = std::time::Instant::now();
         let outcome = self.submit_checked(ctx, event, false).await;
         self.services.metrics.ingested(started, &outcome);
