@@ -27,7 +27,7 @@ fn migrate_status_then_migrate_then_status() {
     std::fs::write(
         &config,
         format!(
-            "[server]\nbind = \"127.0.0.1:0\"\n[storage]\ndatabase_url = \"sqlite://{db}\"\nauto_migrate = false\n[relay]\ndata_dir = \"{data}\"\n",
+            "[server]\nbind = \"127.0.0.1:0\"\n[metrics]\nbind = \"127.0.0.1:0\"\n[storage]\ndatabase_url = \"sqlite://{db}\"\nauto_migrate = false\n[relay]\ndata_dir = \"{data}\"\n",
             db = dir.path().join("buzz.db").display(),
             data = dir.path().display()
         ),
@@ -71,7 +71,7 @@ fn relay_identity_is_recorded_checked_and_reset() {
         std::fs::write(
             &config,
             format!(
-                "[server]\nbind = \"127.0.0.1:0\"\n[storage]\ndatabase_url = \"sqlite://{db}\"\n[relay]\ndata_dir = \"{data}\"\nprivate_key = \"{key}\"\n",
+                "[server]\nbind = \"127.0.0.1:0\"\n[metrics]\nbind = \"127.0.0.1:0\"\n[storage]\ndatabase_url = \"sqlite://{db}\"\n[relay]\ndata_dir = \"{data}\"\nprivate_key = \"{key}\"\n",
                 db = dir.path().join("buzz.db").display(),
                 data = dir.path().display()
             ),
@@ -161,6 +161,7 @@ fn refusal(cwd: &std::path::Path, args: &[&str]) -> (bool, String) {
         .env_remove("DATABASE_URL")
         .env_remove("RUST_BACKTRACE")
         .env("BUZZ__SERVER__BIND", "127.0.0.1:0")
+        .env("BUZZ__METRICS__BIND", "127.0.0.1:0")
         .output()
         .expect("run buzz-relay");
     (
@@ -179,6 +180,7 @@ fn starts_with_its_defaults_from_any_directory() {
         .current_dir(dir.path())
         .env_remove("DATABASE_URL")
         .env("BUZZ__SERVER__BIND", "127.0.0.1:0")
+        .env("BUZZ__METRICS__BIND", "127.0.0.1:0")
         .env("RUST_LOG", "info")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
@@ -307,7 +309,7 @@ fn sigterm_exits_promptly_during_a_policy_attack() {
     std::fs::write(
         dir.path().join("config.toml"),
         format!(
-            "[server]\nbind = \"127.0.0.1:0\"\n[policies]\naccess = \"{}\"\nmoderation = \"moderation.lua\"\n",
+            "[server]\nbind = \"127.0.0.1:0\"\n[metrics]\nbind = \"127.0.0.1:0\"\n[policies]\naccess = \"{}\"\nmoderation = \"moderation.lua\"\n",
             policies.join("access.lua").display()
         ),
     )

@@ -40,6 +40,8 @@ impl Process {
             .current_dir(env!("CARGO_MANIFEST_DIR"))
             .env("BUZZ__SERVER__BIND", addr.to_string())
             .env("BUZZ__SERVER__WORKERS", "1")
+            // Three processes on one host: each its own metrics port.
+            .env("BUZZ__METRICS__BIND", "127.0.0.1:0")
             .env("DATABASE_URL", db_url)
             .env("REDIS_URL", redis)
             .env("BUZZ__STORAGE__REDIS_PREFIX", prefix)

@@ -82,4 +82,6 @@ fn reports_migrations_communities_plugins_and_policies() {
         recorded.contains(&format!("relay key   {pubkey}")),
         "{recorded}"
     );
+    // `--report` asks for the same text explicitly (a terminal would get the console).
+    assert_eq!(admin(&["--report"]), recorded);
 }

@@ -31,6 +31,19 @@ pub struct Settings {
     #[serde(default)]
     pub plugins: BTreeMap<String, PluginSection>,
     pub limits: LimitSettings,
+    pub metrics: MetricsSettings,
+}
+
+/// `[metrics]`: Prometheus text at `GET /metrics`, on a bind of its own (off the public
+/// port, so scrapers and `buzz-admin` reach it and clients do not).
+#[derive(Debug, Clone, Deserialize)]
+pub struct MetricsSettings {
+    pub enabled: bool,
+    /// `host:port` of the metrics listener (port 0: any free port; tests use it).
+    pub bind: String,
+    /// The metrics addresses (`host:port`) of every relay process that serves this
+    /// database, for `buzz-admin`'s Overview; empty means this config's own `bind`.
+    pub processes: Vec<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -236,6 +249,11 @@ max_inflight_events = 64
 max_filter_values = 2000
 max_query_values = 4000
 max_filter_bytes = 1048576
+
+[metrics]
+enabled = true
+bind = "127.0.0.1:7778"
+processes = []
 "#;
 
 const DEFAULT_COMMUNITY: &str = r#"

@@ -77,6 +77,21 @@ impl Reason {
         }
     }
 
+    /// The machine-readable prefix of [`Reason::wire_text`] without its colon (`invalid`,
+    /// `error`, ...): what metrics count errors by.
+    pub fn prefix(&self) -> &'static str {
+        match self {
+            Reason::Invalid(_) | Reason::TooLarge(_) | Reason::NotFound(_) => "invalid",
+            Reason::Restricted(_) => "restricted",
+            Reason::Blocked(_) => "blocked",
+            Reason::RateLimited(_) => "rate-limited",
+            Reason::AuthRequired(_) => "auth-required",
+            Reason::Duplicate(_) => "duplicate",
+            Reason::Conflict(_) => "conflict",
+            Reason::Unavailable(_) | Reason::PolicyFailure(_) | Reason::Internal(_) => "error",
+        }
+    }
+
     /// The HTTP status used by the HTTP bridge and plugin routes.
     pub fn http_status(&self) -> u16 {
         match self {
@@ -149,6 +164,11 @@ mod tests {
             assert_eq!(
                 (reason.wire_text().as_str(), reason.http_status()),
                 (text, status)
+            );
+            // The metrics prefix is the wire text's own.
+            assert!(
+                text.starts_with(&format!("{}: ", reason.prefix())),
+                "{text}"
             );
         }
     }

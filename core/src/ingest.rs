@@ -61,12 +61,50 @@ impl Ingest {
     /// Validate, authorize and store `event` for `ctx`. `Ok` means durable (or, for
     /// ephemeral kinds, delivered to live subscribers).
     pub async fn submit(&self, ctx: &ConnCtx, event: Event) -> Result<Accepted, Reason> {
+        let started = std::time::Instant::now();
+        let outcome = self.submit_checked(ctx, event, true).await;
+        self.services.metrics.ingested(started, &outcome);
+        outcome
+    }
+
+    /// Store a community moderation event that the caller was authorized for outside the
+    /// access service (NIP-86: the relay signs it for an owner it verified; `ctx.pubkey`
+    /// is that owner, recorded as the sanction's author). Everything else — shape,
+    /// protocol, plugin checks, the transaction, fan-out, cache updates — is the same path
+    /// as an owner's own event.
+    pub(crate) async fn submit_authorized(
+        &self,
+        ctx: &ConnCtx,
+        event: Event,
+    ) -> Result<Accepted, Reason> {
+        let started = std::time::Instant::now();
+        let outcome = self.submit_checked(ctx, event, false).await;
+        self.services.metrics.ingested(started, &outcome);
+        outcome
+    }
+
+    async fn submit_checked(
+        &self,
+        ctx: &ConnCtx,
+        event: Event,
+        check_access: bool,
+    ) -> Result<Accepted, Reason> {
         let now = self.services.clock.now_micros();
         self.limits.check(&event, now.div_euclid(1_000_000))?;
         self.check_protocol(&event)?;
-        self.services.access.check_write(ctx, &event).await?;
+        if check_access {
+            self.services.access.check_write(ctx, &event).await?;
+        }
         for plugin in self.plugins.iter() {
-            plugin.check_event(ctx, &event).await?;
+            if let Err(reason) = plugin.check_event(ctx, &event).await {
+                self.services
+                    .metrics
+                    .plugin_refused(plugin.name(), "check_event");
+                return Err(reason);
+            }
+        }
+        if !check_access {
+            return self.commit(ctx, event, now).await;
         }
         // What the author cannot read answers like what does not exist.
         channels::unseen::refuse_unreadable(
@@ -76,7 +114,11 @@ impl Ingest {
             &event,
         )
         .await?;
+        self.commit(ctx, event, now).await
+    }
 
+    /// Store (or, ephemeral, only fan out) an event that passed every check.
+    async fn commit(&self, ctx: &ConnCtx, event: Event, now: i64) -> Result<Accepted, Reason> {
         let stored = Arc::new(StoredEvent {
             channel: event.channel_id().map(str::to_owned),
             event,

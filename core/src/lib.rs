@@ -18,6 +18,8 @@ pub mod http;
 pub mod ingest;
 pub mod keys;
 pub mod live;
+pub mod metrics;
+pub mod nip86;
 pub mod plugin;
 pub mod query;
 pub mod redis_link;

@@ -69,7 +69,21 @@ impl QueryService {
 
     /// Every refusal a query can get before anything is read: shape and size bounds,
     /// core's access rules, plugins' filter rules.
+    /// A refusal here is counted as a rejected query in the relay's metrics.
     pub async fn prepare(&self, ctx: &ConnCtx, filters: Vec<Filter>) -> Result<Prepared, Reason> {
+        let started = std::time::Instant::now();
+        let outcome = self.prepare_checked(ctx, filters).await;
+        if outcome.is_err() {
+            self.services.metrics.queried(started, &outcome);
+        }
+        outcome
+    }
+
+    async fn prepare_checked(
+        &self,
+        ctx: &ConnCtx,
+        filters: Vec<Filter>,
+    ) -> Result<Prepared, Reason> {
         check_bounds(&filters, &self.services.settings.limits)?;
         // Claims first, so a plugin's filter is judged by its own rules only.
         let mut claimed: Vec<(usize, Vec<Filter>)> = Vec::new();
@@ -86,7 +100,12 @@ impl QueryService {
         for filter in &standard {
             self.services.access.check_filter(ctx, filter).await?;
             for plugin in self.plugins.iter() {
-                plugin.check_filter(ctx, filter)?;
+                if let Err(reason) = plugin.check_filter(ctx, filter) {
+                    self.services
+                        .metrics
+                        .plugin_refused(plugin.name(), "check_filter");
+                    return Err(reason);
+                }
             }
         }
         Ok(Prepared { standard, claimed })
@@ -94,7 +113,19 @@ impl QueryService {
 
     /// Read what a prepared query matches (core's events only as keys, see
     /// [`StoredAnswer`]) and ask the claiming plugins.
+    /// Counted (outcome and time) in the relay's metrics.
     pub async fn execute(&self, ctx: &ConnCtx, prepared: Prepared) -> Result<QueryResult, Reason> {
+        let started = std::time::Instant::now();
+        let outcome = self.execute_prepared(ctx, prepared).await;
+        self.services.metrics.queried(started, &outcome);
+        outcome
+    }
+
+    async fn execute_prepared(
+        &self,
+        ctx: &ConnCtx,
+        prepared: Prepared,
+    ) -> Result<QueryResult, Reason> {
         let Prepared { standard, claimed } = prepared;
         let limits = &self.services.settings.limits;
         let mut stored = StoredAnswer::empty(self.services.store.clone());

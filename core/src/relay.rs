@@ -11,6 +11,7 @@ use crate::http::{self, AppState, ServerHandle};
 use crate::ingest::Ingest;
 use crate::keys::Keys;
 use crate::live::{LiveBus, MemoryBus, RedisBus};
+use crate::metrics::Metrics;
 use crate::plugin::{Plugin, PluginCatalog, PluginEntry, Services};
 use crate::query::QueryService;
 use crate::redis_link::RedisLink;
@@ -136,6 +137,13 @@ impl RelayBuilder {
 
         let access = AccessService::new(store.clone(), policy, self.clock.clone());
         access.follow(&bus);
+        let metrics = Arc::new(Metrics::new(
+            store.writer_metrics(),
+            access.policy_metrics(),
+        ));
+        let weak = Arc::downgrade(&access);
+        metrics
+            .observe_policy_generation(move || weak.upgrade().map_or(0, |a| a.policy_generation()));
         let services = Services {
             store: store.clone(),
             relay_keys,
@@ -146,6 +154,7 @@ impl RelayBuilder {
             redis_prefix: prefix,
             settings: settings.clone(),
             communities: communities.clone().into(),
+            metrics: metrics.clone(),
         };
 
         let mut plugins: Vec<Arc<dyn Plugin>> = Vec::new();
@@ -175,9 +184,23 @@ impl RelayBuilder {
             communities: Communities::new(&communities),
             replay,
         };
+        let metrics_server = if settings.metrics.enabled {
+            match http::start_metrics(metrics, &settings.metrics.bind) {
+                Ok(server) => Some(server),
+                Err(err) => {
+                    store.shutdown().await;
+                    return Err(err);
+                }
+            }
+        } else {
+            None
+        };
         let server = match http::start(state, routes, &settings, self.handle_signals) {
             Ok(server) => server,
             Err(err) => {
+                if let Some(metrics) = &metrics_server {
+                    metrics.stop().await;
+                }
                 store.shutdown().await;
                 return Err(err);
             }
@@ -194,8 +217,10 @@ impl RelayBuilder {
         );
         Ok(RunningRelay {
             addr: server.addr,
+            metrics_addr: metrics_server.as_ref().map(|m| m.addr),
             services,
             server,
+            metrics_server,
             background,
         })
     }
@@ -260,8 +285,11 @@ fn load_policies(
 /// A started relay.
 pub struct RunningRelay {
     pub addr: SocketAddr,
+    /// Where `GET /metrics` answers (`None` when `[metrics] enabled = false`).
+    pub metrics_addr: Option<SocketAddr>,
     pub services: Services,
     server: ServerHandle,
+    metrics_server: Option<ServerHandle>,
     /// Plugins' background tasks, aborted when the relay stops.
     background: Vec<tokio::task::JoinHandle<()>>,
 }
@@ -276,6 +304,9 @@ impl RunningRelay {
     /// queued writes.
     pub async fn wait(self) -> anyhow::Result<()> {
         let result = self.server.stopped().await;
+        if let Some(metrics) = self.metrics_server {
+            metrics.stop().await;
+        }
         for task in &self.background {
             task.abort();
         }

@@ -169,6 +169,7 @@ fn settings_with_redis(dir: &std::path::Path, redis_url: String, timeout_ms: u64
     let mut s = Settings::load_from(None, &HashMap::new(), &PluginCatalog::new())
         .expect("default settings");
     s.server.bind = "127.0.0.1:0".into();
+    s.metrics.bind = "127.0.0.1:0".into();
     s.storage.database_url = format!("sqlite://{}", dir.join("buzz.db").display());
     s.relay.data_dir = dir.to_path_buf();
     s.policies.enabled = false;

@@ -301,6 +301,7 @@ async fn unreachable_redis_refuses_to_start() {
     let mut settings =
         Settings::load_from(None, &HashMap::new(), &Default::default()).expect("default settings");
     settings.server.bind = "127.0.0.1:0".into();
+    settings.metrics.bind = "127.0.0.1:0".into();
     settings.storage.database_url = format!("sqlite://{}", dir.path().join("buzz.db").display());
     settings.relay.data_dir = dir.path().to_path_buf();
     settings.storage.redis_url = "redis://127.0.0.1:1".into();

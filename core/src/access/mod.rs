@@ -46,6 +46,8 @@ pub struct AccessService {
     refreshing: tokio::sync::Mutex<()>,
     /// This service, for work moved onto a blocking thread (`read.rs`).
     me: std::sync::Weak<AccessService>,
+    /// Policy verdicts per entry point, registered by the relay's `Metrics`.
+    metrics: crate::metrics::PolicyMetrics,
 }
 
 fn verdict(result: Result<Verdict, buzz_policy::PolicyError>) -> Result<(), Reason> {
@@ -75,7 +77,13 @@ impl AccessService {
             cache: FactsCache::default(),
             refreshing: tokio::sync::Mutex::new(()),
             me: me.clone(),
+            metrics: Default::default(),
         })
+    }
+
+    /// Policy verdict counts (allow/deny/error per entry point, rate-limit hits).
+    pub fn policy_metrics(&self) -> &crate::metrics::PolicyMetrics {
+        &self.metrics
     }
 
     /// Refresh cached facts and decisions for what `stored` changed (nothing when its
@@ -251,7 +259,9 @@ impl AccessService {
             community: facts::community_facts(&ctx.community),
             now,
         };
-        verdict(policy.check_write(&req))
+        let outcome = verdict(policy.check_write(&req));
+        self.metrics.record("can_write", &outcome);
+        outcome
     }
 
     /// May `ctx` run this filter at all? A filter that names channels needs

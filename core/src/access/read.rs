@@ -305,7 +305,9 @@ impl AccessService {
             community: facts::community_facts(community),
             now,
         };
-        match verdict(policy.check_read(&req)) {
+        let outcome = verdict(policy.check_read(&req));
+        self.metrics.record("can_read", &outcome);
+        match outcome {
             Ok(()) => true,
             Err(Reason::PolicyFailure(cause)) => {
                 // Fail closed for this channel, and say why in the log.

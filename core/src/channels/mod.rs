@@ -50,7 +50,10 @@ pub fn apply(
         _ => {}
     }
     if COMMUNITY_ADMIN.contains(&event.kind) {
-        community_admin(conn, cid, event, now)?;
+        // The authenticated writer: the author itself, or the owner a NIP-86 call was
+        // verified for (the relay signs that event on the owner's behalf).
+        let by = wctx.pubkey.as_deref().unwrap_or(&event.pubkey);
+        community_admin(conn, cid, event, by, now)?;
         return Ok(Vec::new());
     }
     let Some(ch) = channel else {
@@ -169,18 +172,24 @@ fn author_delete(conn: &mut Conn<'_>, cid: i64, event: &Event, now: i64) -> Resu
 }
 
 /// 9040–9044: community membership, bans and timeouts.
-fn community_admin(conn: &mut Conn<'_>, cid: i64, event: &Event, now: i64) -> Result<(), Reason> {
+fn community_admin(
+    conn: &mut Conn<'_>,
+    cid: i64,
+    event: &Event,
+    by: &str,
+    now: i64,
+) -> Result<(), Reason> {
     let who = validate::member_of(event).unwrap_or_default();
     let sanction = |kind, until| state::Sanction {
         pubkey: who,
         kind,
         until,
         reason: event.tag_value("reason").unwrap_or_default(),
-        by: &event.pubkey,
+        by,
         at: now,
     };
     match event.kind {
-        COMMUNITY_ADD_MEMBER => state::add_community_member(conn, cid, who, &event.pubkey, now),
+        COMMUNITY_ADD_MEMBER => state::add_community_member(conn, cid, who, by, now),
         COMMUNITY_REMOVE_MEMBER => state::remove_community_member(conn, cid, who),
         BAN => state::set_sanction(conn, cid, &sanction("ban", None)),
         UNBAN => state::remove_sanction(conn, cid, who, "ban"),

@@ -6,11 +6,14 @@
 mod bridge;
 mod error;
 mod info;
+mod metrics;
+mod nip86;
 mod plugin_routes;
 mod server;
 mod state;
 mod ws;
 
+pub(crate) use metrics::start_metrics;
 pub(crate) use server::start;
 pub use server::ServerHandle;
 pub(crate) use state::{AppState, RequestCtx};
@@ -20,6 +23,7 @@ use actix_web::web;
 /// Mount core's routes.
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/", web::get().to(root))
+        .route("/", web::post().to(nip86::handle))
         .route("/info", web::get().to(info::nip11))
         .route("/query", web::post().to(bridge::query))
         .route("/events", web::post().to(bridge::events));

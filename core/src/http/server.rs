@@ -11,8 +11,8 @@ use std::net::SocketAddr;
 /// A running HTTP server.
 pub struct ServerHandle {
     pub addr: SocketAddr,
-    handle: actix_web::dev::ServerHandle,
-    join: tokio::task::JoinHandle<std::io::Result<()>>,
+    pub(super) handle: actix_web::dev::ServerHandle,
+    pub(super) join: tokio::task::JoinHandle<std::io::Result<()>>,
 }
 
 impl ServerHandle {

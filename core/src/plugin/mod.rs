@@ -74,6 +74,8 @@ pub struct Services {
     pub settings: Arc<Settings>,
     /// Every community this relay serves, in config order.
     pub communities: Arc<[Arc<Community>]>,
+    /// This relay's figures (`GET /metrics`); a plugin may count through it.
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 /// Facts available inside the storage transaction.

@@ -11,7 +11,9 @@ mod conn;
 mod events;
 mod group_insert;
 mod identity;
+pub mod inspect;
 mod migrate;
+pub mod moderation;
 mod pool;
 mod query;
 mod readable_fn;
@@ -221,6 +223,11 @@ impl Store {
         tokio::task::spawn_blocking(move || pool.with_conn(f))
             .await
             .map_err(|e| Reason::Internal(anyhow::Error::new(StoreError::Join(e.to_string()))))?
+    }
+
+    /// The writer's figures (queue depth, batch sizes), for the relay's metrics.
+    pub fn writer_metrics(&self) -> &crate::metrics::WriterMetrics {
+        self.inner.writer.metrics()
     }
 
     /// Run `f` inside the writer's group transaction. An `Err` rolls back only this job

@@ -9,6 +9,8 @@ use diesel::prelude::*;
 /// One community as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommunityStats {
+    /// Row id (what every stored row of the community carries).
+    pub id: i64,
     pub host: String,
     pub name: String,
     pub events: i64,
@@ -40,6 +42,7 @@ pub fn community_stats(conn: &mut Conn<'_>) -> Result<Vec<CommunityStats>, Reaso
             .count()
             .get_result(c))?;
         out.push(CommunityStats {
+            id,
             host,
             name,
             events,

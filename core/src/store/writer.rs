@@ -27,6 +27,7 @@ use super::pool::{OwnedConn, Pool};
 use super::StoreError;
 use crate::error::Reason;
 use crate::event::StoredEvent;
+use crate::metrics::WriterMetrics;
 use diesel::{Connection, PgConnection};
 use std::any::Any;
 use std::collections::HashSet;
@@ -71,6 +72,8 @@ pub(crate) struct Writer {
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// SQLite only: WAL checkpoints off the writer's path.
     checkpointer: Option<Arc<Checkpointer>>,
+    /// Queue depth and batch sizes, registered by the relay's `Metrics`.
+    metrics: WriterMetrics,
 }
 
 impl Writer {
@@ -85,11 +88,13 @@ impl Writer {
             Backend::Postgres => None,
         };
         let (tx, rx) = mpsc::channel(QUEUE_DEPTH);
+        let metrics = WriterMetrics::default();
         let thread = std::thread::Builder::new()
             .name("buzz-store-writer".into())
             .spawn({
                 let checkpointer = checkpointer.clone();
-                move || serve(pool, rx, checkpointer.as_deref())
+                let metrics = metrics.clone();
+                move || serve(pool, rx, checkpointer.as_deref(), &metrics)
             })
             .map_err(|e| {
                 if let Some(checkpointer) = &checkpointer {
@@ -101,7 +106,12 @@ impl Writer {
             sender: RwLock::new(Some(tx)),
             thread: Mutex::new(Some(thread)),
             checkpointer,
+            metrics,
         })
+    }
+
+    pub(crate) fn metrics(&self) -> &WriterMetrics {
+        &self.metrics
     }
 
     pub(crate) async fn submit<R, F>(&self, f: F) -> Result<R, Reason>
@@ -147,10 +157,12 @@ impl Writer {
             .clone()
             .ok_or_else(gone)?;
         let (reply, answer) = oneshot::channel();
-        sender
-            .send(Request { work, reply })
-            .await
-            .map_err(|_| gone())?;
+        // Counted before sending: the writer may take the job (and count it out) at once.
+        self.metrics.queue_depth.inc();
+        if sender.send(Request { work, reply }).await.is_err() {
+            self.metrics.queue_depth.dec();
+            return Err(gone());
+        }
         let value = answer
             .await
             .map_err(|_| Reason::Internal(StoreError::WriterGone.into()))??;
@@ -178,7 +190,12 @@ impl Writer {
     }
 }
 
-fn serve(pool: Pool, mut rx: mpsc::Receiver<Request>, checkpointer: Option<&Checkpointer>) {
+fn serve(
+    pool: Pool,
+    mut rx: mpsc::Receiver<Request>,
+    checkpointer: Option<&Checkpointer>,
+    metrics: &WriterMetrics,
+) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     // The writer keeps its connection between batches (warm statement cache); after a
     // failed commit it takes a fresh one, in case the old one is broken.
@@ -191,6 +208,7 @@ fn serve(pool: Pool, mut rx: mpsc::Receiver<Request>, checkpointer: Option<&Chec
                 Err(_) => break,
             }
         }
+        metrics.queue_depth.dec_by(batch.len() as i64);
         if held.is_none() {
             match pool.take() {
                 Ok(conn) => held = Some(conn),
@@ -222,6 +240,7 @@ fn serve(pool: Pool, mut rx: mpsc::Receiver<Request>, checkpointer: Option<&Chec
             committed,
             "storage batch"
         );
+        metrics.batch(size, committed);
         if !committed {
             held = None;
         } else if let Some(checkpointer) = checkpointer {

@@ -52,6 +52,7 @@ impl BenchStorage {
         // Plugin sections are completed by the catalog the benchmark starts its relay with.
         let mut settings = Settings::load_from(None, &HashMap::new(), &PluginCatalog::new())?;
         settings.server.bind = "127.0.0.1:0".into();
+        settings.metrics.bind = "127.0.0.1:0".into();
         settings.storage.database_url = url;
         settings.relay.data_dir = data_dir;
         // The default policy paths are relative to the repository root; run from

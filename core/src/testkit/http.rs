@@ -45,11 +45,42 @@ impl HttpClient {
 
     /// POST with an explicit `Authorization` header (or none).
     pub async fn post(&self, path: &str, body: &[u8], authorization: Option<&str>) -> HttpAnswer {
+        self.post_typed(path, "application/json", body, authorization)
+            .await
+    }
+
+    /// A NIP-86 call: `POST /` with `application/nostr+json+rpc`, signed by `keys`
+    /// (`None`: no `Authorization` header).
+    pub async fn nip86(&self, keys: Option<&Keys>, body: &Value) -> HttpAnswer {
+        let body = body.to_string().into_bytes();
+        let auth = keys.map(|keys| {
+            let nonce = uuid::Uuid::new_v4().simple().to_string();
+            authorization_header(
+                keys,
+                "POST",
+                &self.public_url("/"),
+                Some(&body),
+                super::now(),
+                Some(&nonce),
+            )
+        });
+        self.post_typed("/", "application/nostr+json+rpc", &body, auth.as_deref())
+            .await
+    }
+
+    /// POST `body` as `content_type` with an explicit `Authorization` header (or none).
+    pub async fn post_typed(
+        &self,
+        path: &str,
+        content_type: &str,
+        body: &[u8],
+        authorization: Option<&str>,
+    ) -> HttpAnswer {
         let mut req = self
             .client
             .post(format!("http://{}{}", self.addr, path))
             .header("host", &self.host)
-            .header("content-type", "application/json")
+            .header("content-type", content_type)
             .body(body.to_vec());
         if let Some(auth) = authorization {
             req = req.header("authorization", auth);

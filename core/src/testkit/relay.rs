@@ -55,6 +55,8 @@ impl TestRelay {
         let mut settings =
             Settings::load_from(None, &HashMap::new(), &catalog).expect("default settings");
         settings.server.bind = "127.0.0.1:0".into();
+        // Parallel test relays must not share the default metrics port.
+        settings.metrics.bind = "127.0.0.1:0".into();
         settings.server.workers = 2;
         settings.server.shutdown_timeout_secs = 1;
         settings.storage.database_url = url;
@@ -90,6 +92,14 @@ impl TestRelay {
         self.relay = Some(running);
     }
 
+    /// Stop the relay process but keep its storage (a stopped relay, for tools that
+    /// read the database alone); [`TestRelay::restart`] starts it again.
+    pub async fn halt(&mut self) {
+        if let Some(relay) = self.relay.take() {
+            relay.stop().await.expect("relay stops");
+        }
+    }
+
     /// Stop gracefully and start again on the same storage (a new port).
     pub async fn restart(&mut self) {
         if let Some(relay) = self.relay.take() {
@@ -112,6 +122,19 @@ impl TestRelay {
         super::WsClient::connect(self.addr, &self.host())
             .await
             .expect("websocket connects")
+    }
+
+    /// The text of `GET /metrics` on the relay's metrics listener.
+    pub async fn scrape(&self) -> String {
+        let addr = self
+            .running()
+            .metrics_addr
+            .expect("metrics are enabled for this relay");
+        let resp = reqwest::get(format!("http://{addr}/metrics"))
+            .await
+            .expect("metrics answer");
+        assert_eq!(resp.status().as_u16(), 200, "GET /metrics");
+        resp.text().await.expect("metrics text")
     }
 
     pub fn http(&self) -> super::HttpClient {

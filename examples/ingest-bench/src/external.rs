@@ -71,6 +71,8 @@ pub(super) async fn run(
         let mut command = Command::new(relay_bin);
         command
             .env("BUZZ__SERVER__BIND", addr.to_string())
+            // Several processes on one host: each its own metrics port.
+            .env("BUZZ__METRICS__BIND", "127.0.0.1:0")
             .env("DATABASE_URL", &settings.storage.database_url)
             .env("BUZZ_RELAY_PRIVATE_KEY", &key)
             .env("BUZZ__RELAY__DATA_DIR", &data_dir)

@@ -86,6 +86,7 @@ pub(super) async fn upgrade(
     };
     let state = state.into_inner();
     actix_web::rt::spawn(async move {
+        let _open = state.services.metrics.connection_opened();
         let connection = Connection::new(state, &shared, ctx, session.clone());
         connection.run(stream).await;
     });

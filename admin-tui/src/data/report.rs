@@ -11,34 +11,34 @@ use buzz_core::store::{
 use std::fmt;
 
 /// A policy script and whether it loads.
-pub(crate) struct PolicyStatus {
-    pub(crate) path: String,
-    pub(crate) verdict: Result<Vec<&'static str>, String>,
+pub struct PolicyStatus {
+    pub path: String,
+    pub verdict: Result<Vec<&'static str>, String>,
 }
 
 /// A built plugin: whether it runs, its tables, and the status it reports.
-pub(crate) struct PluginStatus {
-    pub(crate) name: String,
-    pub(crate) enabled: bool,
+pub struct PluginStatus {
+    pub name: String,
+    pub enabled: bool,
     /// Its migrations: (version, applied).
-    pub(crate) migrations: Vec<(String, bool)>,
+    pub migrations: Vec<(String, bool)>,
     /// `Err` when the panel could not be read (e.g. its tables are not migrated yet).
-    pub(crate) panel: Result<AdminPanel, String>,
+    pub panel: Result<AdminPanel, String>,
 }
 
-pub(crate) struct Report {
-    pub(crate) database: String,
-    pub(crate) migrations: MigrationStatus,
+pub struct Report {
+    pub database: String,
+    pub migrations: MigrationStatus,
     /// The relay key the database belongs to (`None`: not recorded yet, or migrations
     /// pending).
-    pub(crate) relay_identity: Option<String>,
-    pub(crate) communities: Vec<CommunityStatus>,
-    pub(crate) plugins: Vec<PluginStatus>,
-    pub(crate) policies: Option<Vec<PolicyStatus>>,
+    pub relay_identity: Option<String>,
+    pub communities: Vec<CommunityStatus>,
+    pub plugins: Vec<PluginStatus>,
+    pub policies: Option<Vec<PolicyStatus>>,
 }
 
 impl Report {
-    pub(crate) fn gather(settings: &Settings, catalog: &PluginCatalog) -> anyhow::Result<Report> {
+    pub fn gather(settings: &Settings, catalog: &PluginCatalog) -> anyhow::Result<Report> {
         let url = &settings.storage.database_url;
         let migrations =
             Store::migrations(url, &catalog.migration_sets()).context("opening the database")?;
