@@ -40,9 +40,27 @@ async fn every_envelope_rule_is_enforced(backend: TestBackend, name: &str) {
 
     #[allow(clippy::type_complexity)]
     let cases: Vec<(&str, Tags, Box<dyn Fn(&mut Tags)>, &str, &str)> = vec![
-        ("no ar", create.clone(), Box::new(|t| drop_tag(t, "ar")), "", "missing ar tag"),
-        ("ar 2", create.clone(), Box::new(|t| set(t, "ar", "2")), "", "ar must be 1"),
-        ("no d", create.clone(), Box::new(|t| drop_tag(t, "d")), "", "missing d tag"),
+        (
+            "no ar",
+            create.clone(),
+            Box::new(|t| drop_tag(t, "ar")),
+            "",
+            "missing ar tag",
+        ),
+        (
+            "ar 2",
+            create.clone(),
+            Box::new(|t| set(t, "ar", "2")),
+            "",
+            "ar must be 1",
+        ),
+        (
+            "no d",
+            create.clone(),
+            Box::new(|t| drop_tag(t, "d")),
+            "",
+            "missing d tag",
+        ),
         (
             "uppercase d",
             create.clone(),
@@ -64,8 +82,20 @@ async fn every_envelope_rule_is_enforced(backend: TestBackend, name: &str) {
             "",
             "d must be",
         ),
-        ("bad type", create.clone(), Box::new(|t| set(t, "type", "Buzz.Task")), "", "type must be"),
-        ("empty type part", create.clone(), Box::new(|t| set(t, "type", "buzz..task")), "", "type must be"),
+        (
+            "bad type",
+            create.clone(),
+            Box::new(|t| set(t, "type", "Buzz.Task")),
+            "",
+            "type must be",
+        ),
+        (
+            "empty type part",
+            create.clone(),
+            Box::new(|t| set(t, "type", "buzz..task")),
+            "",
+            "type must be",
+        ),
         (
             "long type",
             create.clone(),
@@ -73,7 +103,13 @@ async fn every_envelope_rule_is_enforced(backend: TestBackend, name: &str) {
             "",
             "type is longer than 128",
         ),
-        ("blank title", create.clone(), Box::new(|t| set(t, "title", " \t ")), "", "title must not be blank"),
+        (
+            "blank title",
+            create.clone(),
+            Box::new(|t| set(t, "title", " \t ")),
+            "",
+            "title must not be blank",
+        ),
         (
             "long title",
             create.clone(),
@@ -81,8 +117,20 @@ async fn every_envelope_rule_is_enforced(backend: TestBackend, name: &str) {
             "",
             "title is longer than 512",
         ),
-        ("no title", create.clone(), Box::new(|t| drop_tag(t, "title")), "", "missing title tag"),
-        ("bad op", create.clone(), Box::new(|t| set(t, "op", "edit")), "", "op must be one of"),
+        (
+            "no title",
+            create.clone(),
+            Box::new(|t| drop_tag(t, "title")),
+            "",
+            "missing title tag",
+        ),
+        (
+            "bad op",
+            create.clone(),
+            Box::new(|t| set(t, "op", "edit")),
+            "",
+            "op must be one of",
+        ),
         (
             "bad root",
             create.clone(),
@@ -97,7 +145,13 @@ async fn every_envelope_rule_is_enforced(backend: TestBackend, name: &str) {
             "",
             "a create carries no prev",
         ),
-        ("update without prev", update.clone(), Box::new(|t| drop_tag(t, "prev")), "{}", "missing prev tag"),
+        (
+            "update without prev",
+            update.clone(),
+            Box::new(|t| drop_tag(t, "prev")),
+            "{}",
+            "missing prev tag",
+        ),
         (
             "short prev",
             update.clone(),
@@ -182,7 +236,13 @@ async fn every_envelope_rule_is_enforced(backend: TestBackend, name: &str) {
             "",
             "a delete carries no title",
         ),
-        ("delete with content", delete.clone(), Box::new(|_| {}), "{}", "a delete has empty content"),
+        (
+            "delete with content",
+            delete.clone(),
+            Box::new(|_| {}),
+            "{}",
+            "a delete has empty content",
+        ),
         (
             "delete with a client tag",
             delete.clone(),
@@ -223,7 +283,9 @@ async fn every_envelope_rule_is_enforced(backend: TestBackend, name: &str) {
     drop(http);
     // The base artifact is untouched: still exactly its create.
     assert_eq!(
-        ids(&alice.current(&relay, json!({"#d": [created.tag_value("d")]})).await),
+        ids(&alice
+            .current(&relay, json!({"#d": [created.tag_value("d")]}))
+            .await),
         vec![created.id.clone()]
     );
     relay.stop().await;
@@ -274,16 +336,19 @@ async fn relay_kinds_and_kind5_deletions_are_refused(backend: TestBackend, name:
         ids(&alice.current(&relay, json!({"#d": [d]})).await),
         vec![created.id.clone()]
     );
-    assert_eq!(ids(&alice.req(vec![json!({"ids": [created.id]})]).await.expect("REQ")), vec![created.id.clone()]);
+    assert_eq!(
+        ids(&alice
+            .req(vec![json!({"ids": [created.id]})])
+            .await
+            .expect("REQ")),
+        vec![created.id.clone()]
+    );
 
     // Kind 5 for an ordinary message still works.
     let msg = alice.post(&ch, "hello").await;
-    let deletion = alice.keys.sign(
-        5,
-        vec![tag(&["h", &ch]), tag(&["e", &msg.id])],
-        "",
-        now(),
-    );
+    let deletion = alice
+        .keys
+        .sign(5, vec![tag(&["h", &ch]), tag(&["e", &msg.id])], "", now());
     alice.publish(deletion).await;
     relay.stop().await;
 }

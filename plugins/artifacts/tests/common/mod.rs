@@ -232,10 +232,7 @@ impl User {
     /// POST /events signed by this user: status and body.
     pub(crate) async fn post_event(&self, relay: &TestRelay, event: &Event) -> (u16, Value) {
         let body = serde_json::to_vec(event).expect("event JSON");
-        relay
-            .http()
-            .post_signed(&self.keys, "/events", &body)
-            .await
+        relay.http().post_signed(&self.keys, "/events", &body).await
     }
 
     /// POST /query signed by this user: status and body.
