@@ -88,6 +88,9 @@ pub(crate) fn parse(event: &Event, limits: &Limits) -> Result<Envelope, Reason> 
                     "the {listed} tag occurs more than once"
                 )));
             }
+            // The envelope's own bounds apply to it (below); the configurable ones to
+            // the client-defined tags queries match on.
+            continue;
         }
         if name.len() > limits.max_tag_name_bytes {
             return Err(Reason::invalid(format!(

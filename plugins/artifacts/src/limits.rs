@@ -9,9 +9,9 @@ use serde_json::{json, Value};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Limits {
-    /// Longest tag name, in a revision and in a query predicate (bytes).
+    /// Longest client-defined tag name, in a revision and in a query predicate (bytes).
     pub max_tag_name_bytes: usize,
-    /// Longest first tag value, in a revision and in a query value (bytes).
+    /// Longest first value of a client-defined tag, in a revision and in a query (bytes).
     pub max_tag_value_bytes: usize,
     /// All strings of all tags of one revision together (bytes).
     pub max_tag_bytes: usize,
