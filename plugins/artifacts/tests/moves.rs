@@ -34,7 +34,10 @@ async fn subscribe(user: &mut User, channel: &str) -> String {
     // Stored matches first (none yet), then live.
     let stored = user
         .ws
-        .req(&id, vec![json!({"kinds": [9, 45010, 45011], "#h": [channel]})])
+        .req(
+            &id,
+            vec![json!({"kinds": [9, 45010, 45011], "#h": [channel]})],
+        )
         .await
         .expect("REQ");
     assert!(stored.is_empty(), "{stored:?}");
@@ -61,7 +64,9 @@ async fn move_leaves_a_removal_and_keeps_each_audience(backend: TestBackend, nam
         .await
         .expect("REQ");
 
-    let v1 = owner.put(&Draft::create(&source, "travelling").with("assignee", "x")).await;
+    let v1 = owner
+        .put(&Draft::create(&source, "travelling").with("assignee", "x"))
+        .await;
     let v2 = owner.put(&Draft::after(&v1, "update")).await;
     let mut mv = Draft::after(&v2, "move");
     mv.h = dest.clone();

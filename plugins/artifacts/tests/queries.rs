@@ -35,13 +35,25 @@ async fn current_state_matches_across_readable_channels(backend: TestBackend, na
     hidden.d = "00000000-0000-4000-8000-000000000001".into();
     bob.put(&hidden).await;
     let t1 = alice
-        .put(&Draft::create(&a, "t1").with("assignee", &me).with("status", "open"))
+        .put(
+            &Draft::create(&a, "t1")
+                .with("assignee", &me)
+                .with("status", "open"),
+        )
         .await;
     let t2 = bob
-        .put(&Draft::create(&b, "t2").with("assignee", &me).with("status", "done"))
+        .put(
+            &Draft::create(&b, "t2")
+                .with("assignee", &me)
+                .with("status", "done"),
+        )
         .await;
     let t4 = alice
-        .put(&Draft::create(&a, "t4").with("assignee", "other").with("status", "open"))
+        .put(
+            &Draft::create(&a, "t4")
+                .with("assignee", "other")
+                .with("status", "open"),
+        )
         .await;
     // The matched value is each tag's first one: "open" here is a second element.
     let mut t5 = Draft::create(&b, "t5").with("assignee", &me);
@@ -49,29 +61,44 @@ async fn current_state_matches_across_readable_channels(backend: TestBackend, na
     let t5 = bob.put(&t5).await;
     // Deleted, and edited away from the predicate: older revisions never match.
     let t6 = alice
-        .put(&Draft::create(&a, "t6").with("assignee", &me).with("status", "open"))
+        .put(
+            &Draft::create(&a, "t6")
+                .with("assignee", &me)
+                .with("status", "open"),
+        )
         .await;
     alice.put(&Draft::after(&t6, "delete")).await;
     let t7 = alice
-        .put(&Draft::create(&a, "t7").with("assignee", &me).with("status", "open"))
+        .put(
+            &Draft::create(&a, "t7")
+                .with("assignee", &me)
+                .with("status", "open"),
+        )
         .await;
     let mut reassigned = Draft::after(&t7, "update");
     reassigned.extra = vec![tag(&["assignee", "other"]), tag(&["status", "open"])];
     let t7b = alice.put(&reassigned).await;
     // A doc of another type.
-    let mut doc = Draft::create(&a, "doc").with("assignee", &me).with("status", "open");
+    let mut doc = Draft::create(&a, "doc")
+        .with("assignee", &me)
+        .with("status", "open");
     doc.ty = "buzz.doc".into();
     let doc = alice.put(&doc).await;
 
     let open_tasks = json!({"#type": ["buzz.task"], "#assignee": [me], "#status": ["open"]});
-    assert_eq!(ids(&alice.current(&relay, open_tasks.clone()).await), vec![t1.id.clone()]);
+    assert_eq!(
+        ids(&alice.current(&relay, open_tasks.clone()).await),
+        vec![t1.id.clone()]
+    );
     let either = json!({"#assignee": [me], "#status": ["open", "done"]});
     assert_eq!(
         sorted(ids(&alice.current(&relay, either.clone()).await)),
         sorted(vec![t1.id.clone(), t2.id.clone(), doc.id.clone()])
     );
     assert_eq!(
-        sorted(ids(&alice.current(&relay, json!({"#assignee": ["other"]})).await)),
+        sorted(ids(&alice
+            .current(&relay, json!({"#assignee": ["other"]}))
+            .await)),
         sorted(vec![t4.id.clone(), t7b.id.clone()])
     );
     assert_eq!(
@@ -151,33 +178,64 @@ async fn limits_are_advertised_and_enforced(backend: TestBackend, name: &str) {
         f
     };
     let cases = [
-        (current(json!({"#a": ["1"], "#b": ["1"], "#c": ["1"]})), "maxPredicates"),
-        (current(json!({"#a": ["1", "2"], "#b": ["1", "2"]})), "maxValues"),
+        (
+            current(json!({"#a": ["1"], "#b": ["1"], "#c": ["1"]})),
+            "maxPredicates",
+        ),
+        (
+            current(json!({"#a": ["1", "2"], "#b": ["1", "2"]})),
+            "maxValues",
+        ),
         (current(json!({"limit": 6})), "maxPageSize"),
         (current(json!({"#assignees": ["1"]})), "maxTagNameBytes"),
         (current(json!({"#a": ["x".repeat(17)]})), "maxTagValueBytes"),
-        (current(json!({"authors": [alice.pubkey()]})), "do not support authors"),
+        (
+            current(json!({"authors": [alice.pubkey()]})),
+            "do not support authors",
+        ),
         (current(json!({"since": 1})), "do not support since"),
         (current(json!({"sort": "title"})), "do not support sort"),
         (current(json!({"#a": []})), "lists no values"),
         (current(json!({"after": "not-a-uuid"})), "after must be"),
-        (json!({"artifact": "everything"}), "unsupported artifact query"),
+        (
+            json!({"artifact": "everything"}),
+            "unsupported artifact query",
+        ),
         (json!({"artifact": "history"}), "exactly one non-empty #d"),
-        (json!({"artifact": "history", "#d": [d], "limit": 1}), "do not support limit"),
+        (
+            json!({"artifact": "history", "#d": [d], "limit": 1}),
+            "do not support limit",
+        ),
         (json!({"artifact": "history", "#d": [d]}), "maxHistoryRows"),
-        (json!({"kinds": [45010], "#assignee": ["x"]}), "\"artifact\":\"current\""),
+        (
+            json!({"kinds": [45010], "#assignee": ["x"]}),
+            "\"artifact\":\"current\"",
+        ),
     ];
     for (filter, named) in cases {
         let (status, body) = alice.http(&relay, vec![filter.clone()]).await;
         assert_eq!(status, 400, "{filter}: {body}");
         let text = body["error"].as_str().unwrap_or("");
-        assert!(text.starts_with("invalid:") && text.contains(named), "{filter}: {text}");
+        assert!(
+            text.starts_with("invalid:") && text.contains(named),
+            "{filter}: {text}"
+        );
         let closed = alice.req(vec![filter.clone()]).await.expect_err("CLOSED");
-        assert!(closed.starts_with("invalid:") && closed.contains(named), "{filter}: {closed}");
+        assert!(
+            closed.starts_with("invalid:") && closed.contains(named),
+            "{filter}: {closed}"
+        );
     }
     // Plain filters on 45010 with single-letter tags, and multi-letter tags on other
     // kinds, are still served.
-    assert_eq!(alice.req(vec![json!({"kinds": [45010], "#d": [d]})]).await.expect("REQ").len(), 3);
+    assert_eq!(
+        alice
+            .req(vec![json!({"kinds": [45010], "#d": [d]})])
+            .await
+            .expect("REQ")
+            .len(),
+        3
+    );
     alice
         .req(vec![json!({"kinds": [9], "#assignee": ["x"]})])
         .await
@@ -217,10 +275,16 @@ async fn budget_overrun_is_503_never_partial(backend: TestBackend, name: &str) {
         }
     }
     let (status, body) = alice
-        .http(&relay, vec![json!({"artifact": "current", "#assignee": ["me"]})])
+        .http(
+            &relay,
+            vec![json!({"artifact": "current", "#assignee": ["me"]})],
+        )
         .await;
     assert_eq!(status, 503, "{body}");
     let text = body["error"].as_str().unwrap_or("");
-    assert!(text.starts_with("error:") && text.contains("budgetMs"), "{text}");
+    assert!(
+        text.starts_with("error:") && text.contains("budgetMs"),
+        "{text}"
+    );
     relay.stop().await;
 }

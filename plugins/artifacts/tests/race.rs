@@ -112,7 +112,9 @@ async fn two_relays_one_postgres_one_winner() {
         TestBackend::Postgres,
         name,
         same_database,
-        vec![buzz_core::plugin::PluginEntry::of::<buzz_artifacts::ArtifactsPlugin>()],
+        vec![buzz_core::plugin::PluginEntry::of::<
+            buzz_artifacts::ArtifactsPlugin,
+        >()],
     )
     .await
     .expect("second relay");
