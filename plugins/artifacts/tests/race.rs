@@ -55,7 +55,7 @@ async fn round(clients: &[(HttpClient, Keys)], current: &Event, round: usize) ->
 
 async fn race(
     relays: &[&TestRelay],
-    writers: &mut Vec<User>,
+    writers: &mut [User],
     rounds: usize,
 ) -> (Event, Vec<String>) {
     let ch = writers[0].create_channel(false).await;
