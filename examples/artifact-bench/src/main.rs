@@ -85,7 +85,14 @@ async fn main() -> anyhow::Result<()> {
     println!("command: {}", command.join(" "));
     let storage = BenchStorage::new(args.database_url.as_deref()).await?;
     let backend = storage.backend;
-    let relay = RelayBuilder::new(storage.settings.clone())
+    // The owner creates 50 channels: as a community owner, past the hourly creation
+    // limit the default policy puts on everyone else.
+    let owner = Keys::generate();
+    let mut settings = storage.settings.clone();
+    for community in &mut settings.communities {
+        community.owners.push(owner.pubkey().to_owned());
+    }
+    let relay = RelayBuilder::new(settings)
         .without_signal_handlers()
         .plugin(buzz_core::plugin::PluginEntry::of::<
             buzz_artifacts::ArtifactsPlugin,
@@ -96,7 +103,6 @@ async fn main() -> anyhow::Result<()> {
     let host = format!("localhost:{}", relay.addr.port());
     println!("relay on {} ({backend})", relay.addr);
 
-    let owner = Keys::generate();
     let mut ws = WsClient::connect(relay.addr, &host).await?;
     if !ws.auth(&owner).await.0 {
         bail!("AUTH refused");
