@@ -1,7 +1,8 @@
 //! The one ingest pipeline. WebSocket `EVENT` and `POST /events` both call
 //! [`Ingest::submit`]; nothing else writes client events.
 //!
-//! Order, cheapest refusal first: shape/size/time/id/signature → protocol and channel
+//! Order, cheapest refusal first: shape/size/time/id/signature → (an exact resend a
+//! plugin accepts as already done, `Plugin::accepts_resubmission`: `duplicate:`) → protocol and channel
 //! structure rules → access (policies) → plugin checks → (ephemeral: fan out and stop)
 //! → one storage transaction (core stores; channel, community and thread state incl.
 //! NIP-09 deletion; plugin in-transaction hooks) → after commit: live fan-out (the
