@@ -53,11 +53,7 @@ async fn round(clients: &[(HttpClient, Keys)], current: &Event, round: usize) ->
     winners.remove(0)
 }
 
-async fn race(
-    relays: &[&TestRelay],
-    writers: &mut [User],
-    rounds: usize,
-) -> (Event, Vec<String>) {
+async fn race(relays: &[&TestRelay], writers: &mut [User], rounds: usize) -> (Event, Vec<String>) {
     let ch = writers[0].create_channel(false).await;
     let mut current = writers[0].put(&Draft::create(&ch, "contended")).await;
     let d = current.tag_value("d").unwrap_or_default().to_owned();
