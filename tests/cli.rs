@@ -230,7 +230,7 @@ fn a_config_naming_an_unbuilt_plugin_refuses_and_creates_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
     std::fs::write(
         dir.path().join("config.toml"),
-        "[plugins.artifacts]\nenabled = true\n",
+        "[plugins.no_such_plugin]\nenabled = true\n",
     )
     .expect("config");
     let (ok, stderr) = refusal(dir.path(), &[]);
@@ -239,7 +239,7 @@ fn a_config_naming_an_unbuilt_plugin_refuses_and_creates_nothing() {
     assert_eq!(errors.len(), 1, "{stderr}");
     assert!(
         errors[0].contains("config.toml")
-            && errors[0].contains("artifacts")
+            && errors[0].contains("no_such_plugin")
             && errors[0].contains("built: channel_windows"),
         "{stderr}"
     );
