@@ -3,7 +3,7 @@
 //! database before the page is cut.
 
 use crate::envelope::is_uuid;
-use crate::heads::{artifact_heads, artifact_revisions};
+use crate::heads::{artifact_current_tags, artifact_heads, artifact_revisions};
 use crate::limits::Limits;
 use buzz_core::error::Reason;
 use buzz_core::event::Event;
@@ -195,57 +195,93 @@ pub fn current_matches(
             " AS json))))",
         ),
     };
+    // The driving predicate: its (name, value, d) index rows are already in `d` order,
+    // so with one value the walk needs no sort and stops at the page — a page costs
+    // about page size / selectivity of the others, not the number of artifacts.
+    let driver = driving_predicate(&q.predicates);
     let predicates = q
         .predicates
         .iter()
-        .map(|(name, values)| {
+        .enumerate()
+        .filter(|(i, _)| Some(*i) != driver)
+        .map(|(_, (name, values))| {
             serde_json::to_string(values)
                 .map(|json| (name.clone(), json))
                 .map_err(|e| Reason::Internal(e.into()))
         })
         .collect::<Result<Vec<_>, Reason>>()?;
-    let rows: Vec<(String, String, String)> = with_conn!(conn, |c| {
-        let mut query = artifact_heads::table
-            .filter(artifact_heads::community_id.eq(community_id))
-            .filter(artifact_heads::op.ne("delete"))
-            .filter(artifact_heads::retired.eq(false))
-            .select((
-                artifact_heads::d,
-                artifact_heads::revision_id,
-                artifact_heads::channel_id,
-            ))
-            .into_boxed();
-        query = match &json {
-            Some(json) => query.filter(
-                sql::<Bool>("artifact_heads.channel_id IN (SELECT value FROM json_each(")
-                    .bind::<Text, _>(json.clone())
-                    .sql("))"),
-            ),
-            None => query.filter(artifact_heads::channel_id.eq_any(channels.to_vec())),
-        };
-        if let Some(after) = &q.after {
-            query = query.filter(artifact_heads::d.gt(after.clone()));
-        }
-        // Correlated EXISTS per name: walking the heads in `d` order, each candidate is
-        // checked by index and the walk stops at the page, so a page costs about
-        // page size / selectivity, not the number of artifacts.
-        for (name, values_json) in &predicates {
-            let exists = sql::<Bool>(
-                "EXISTS (SELECT 1 FROM artifact_current_tags t \
-                 WHERE t.community_id = artifact_heads.community_id \
-                 AND t.d = artifact_heads.d AND t.name = ",
-            )
-            .bind::<Text, _>(name.clone())
-            .sql(values_open)
-            .bind::<Text, _>(values_json.clone())
-            .sql(values_close);
-            query = query.filter(exists);
-        }
-        query
-            .order(artifact_heads::d.asc())
-            .limit(i64::try_from(q.limit).unwrap_or(i64::MAX))
-            .load(c)
-    })?;
+    let limit = i64::try_from(q.limit).unwrap_or(i64::MAX);
+    // Everything but the driver, on a boxed query over the heads (joined or not).
+    macro_rules! narrowed {
+        ($query:expr, $d:expr, $c:expr) => {{
+            let mut query = $query
+                .filter(artifact_heads::community_id.eq(community_id))
+                .filter(artifact_heads::op.ne("delete"))
+                .filter(artifact_heads::retired.eq(false));
+            query = match &json {
+                Some(json) => query.filter(
+                    sql::<Bool>("artifact_heads.channel_id IN (SELECT value FROM json_each(")
+                        .bind::<Text, _>(json.clone())
+                        .sql("))"),
+                ),
+                None => query.filter(artifact_heads::channel_id.eq_any(channels.to_vec())),
+            };
+            if let Some(after) = &q.after {
+                query = query.filter($d.gt(after.clone()));
+            }
+            // Correlated EXISTS per other name, checked by index for each candidate.
+            for (name, values_json) in &predicates {
+                let exists = sql::<Bool>(
+                    "EXISTS (SELECT 1 FROM artifact_current_tags t \
+                     WHERE t.community_id = artifact_heads.community_id \
+                     AND t.d = artifact_heads.d AND t.name = ",
+                )
+                .bind::<Text, _>(name.clone())
+                .sql(values_open)
+                .bind::<Text, _>(values_json.clone())
+                .sql(values_close);
+                query = query.filter(exists);
+            }
+            query.order($d.asc()).limit(limit).load($c)
+        }};
+    }
+    let columns = (
+        artifact_heads::d,
+        artifact_heads::revision_id,
+        artifact_heads::channel_id,
+    );
+    let rows: Vec<(String, String, String)> = match driver.map(|i| &q.predicates[i]) {
+        Some((name, values)) => with_conn!(conn, |c| {
+            let mut query = artifact_current_tags::table
+                .inner_join(
+                    artifact_heads::table.on(artifact_heads::community_id
+                        .eq(artifact_current_tags::community_id)
+                        .and(artifact_heads::d.eq(artifact_current_tags::d))),
+                )
+                .filter(artifact_current_tags::community_id.eq(community_id))
+                .filter(artifact_current_tags::name.eq(name.clone()))
+                .select(columns)
+                .into_boxed();
+            match values.as_slice() {
+                [one] => {
+                    query = query.filter(artifact_current_tags::value.eq(one.clone()));
+                    narrowed!(query, artifact_current_tags::d, c)
+                }
+                // One artifact may carry two of the values (two tags of the name); the
+                // order is then by the selected column (PostgreSQL's DISTINCT rule).
+                many => {
+                    query = query
+                        .filter(artifact_current_tags::value.eq_any(many.to_vec()))
+                        .distinct();
+                    narrowed!(query, artifact_heads::d, c)
+                }
+            }
+        })?,
+        None => with_conn!(conn, |c| {
+            let query = artifact_heads::table.select(columns).into_boxed();
+            narrowed!(query, artifact_heads::d, c)
+        })?,
+    };
     Ok(rows
         .into_iter()
         .map(|(d, revision_id, channel_id)| CurrentEntry {
@@ -254,6 +290,21 @@ pub fn current_matches(
             channel_id,
         })
         .collect())
+}
+
+/// Which predicate drives a current-state query: `#d` (one artifact per value), else
+/// a client-defined tag (usually selective: an assignee, a project), else any; fewest
+/// values first. `None` without predicates (the heads are walked in `d` order).
+fn driving_predicate(predicates: &[(String, Vec<String>)]) -> Option<usize> {
+    let rank = |name: &str| match name {
+        "d" => 0,
+        n if crate::envelope::ENVELOPE_TAGS.contains(&n) => 2,
+        _ => 1,
+    };
+    (0..predicates.len()).min_by_key(|&i| {
+        let (name, values) = &predicates[i];
+        (values.len(), rank(name))
+    })
 }
 
 fn channel_json(backend: Backend, channels: &[String]) -> Result<Option<String>, Reason> {

@@ -105,6 +105,24 @@ async fn current_state_matches_across_readable_channels(backend: TestBackend, na
         ids(&alice.current(&relay, json!({"#status": ["closed"]})).await),
         vec![t5.id.clone()]
     );
+    // Two tags of one name, both values asked for: the artifact once.
+    let pair = alice
+        .put(
+            &Draft::create(&a, "pair")
+                .with("owner", "x")
+                .with("owner", "y"),
+        )
+        .await;
+    for (filter, expected) in [
+        (json!({"#owner": ["x", "y"]}), 1),
+        (json!({"#owner": ["x", "y"], "#type": ["buzz.task"]}), 1),
+        (json!({"#owner": ["y"], "#title": ["pair"]}), 1),
+        (json!({"#owner": ["z"]}), 0),
+    ] {
+        let got = alice.current(&relay, filter.clone()).await;
+        assert_eq!(got.len(), expected, "{filter}");
+        assert!(got.iter().all(|e| e.id == pair.id), "{filter}");
+    }
     // Bob, who reads the private channel, sees his artifact there.
     assert_eq!(bob.current(&relay, open_tasks.clone()).await.len(), 2);
 
