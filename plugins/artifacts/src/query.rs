@@ -190,9 +190,12 @@ pub fn current_matches(
     // shape whatever their number), unpacked by the database.
     let (values_open, values_close) = match conn.backend() {
         Backend::Sqlite => (" AND t.value IN (SELECT value FROM json_each(", ")))"),
+        // `OFFSET 0` keeps PostgreSQL from turning the EXISTS into a semi-join over
+        // every artifact with that tag (it then hashes them all, linear in the
+        // community); as a correlated subplan each candidate costs one index probe.
         Backend::Postgres => (
             " AND t.value IN (SELECT json_array_elements_text(CAST(",
-            " AS json))))",
+            " AS json))) OFFSET 0)",
         ),
     };
     // The driving predicate: its (name, value, d) index rows are already in `d` order,
