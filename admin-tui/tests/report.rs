@@ -33,7 +33,14 @@ fn reports_migrations_communities_plugins_and_policies() {
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
     let before = admin(&[]);
-    assert!(before.contains("0 applied, 2 pending"), "{before}");
+    // Core's two migrations and every built plugin's.
+    let pending: usize = before
+        .split("0 applied, ")
+        .nth(1)
+        .and_then(|rest| rest.split(" pending").next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(pending >= 2, "{before}");
     assert!(before.contains("(none stored yet)"), "{before}");
     assert!(before.contains("relay key   (not recorded yet"), "{before}");
 
@@ -52,7 +59,10 @@ fn reports_migrations_communities_plugins_and_policies() {
         store
     });
     let after = admin(&[]);
-    assert!(after.contains("2 applied, 0 pending"), "{after}");
+    assert!(
+        after.contains(&format!("{pending} applied, 0 pending")),
+        "{after}"
+    );
     assert!(after.contains("relay key   (not recorded yet"), "{after}");
     assert!(
         after.contains("localhost") && after.contains("0 events"),

@@ -1,7 +1,8 @@
 //! The one ingest pipeline. WebSocket `EVENT` and `POST /events` both call
 //! [`Ingest::submit`]; nothing else writes client events.
 //!
-//! Order, cheapest refusal first: shape/size/time/id/signature → protocol and channel
+//! Order, cheapest refusal first: shape/size/time/id/signature → (an exact resend a
+//! plugin accepts as already done, `Plugin::accepts_resubmission`: `duplicate:`) → protocol and channel
 //! structure rules → access (policies) → plugin checks → (ephemeral: fan out and stop)
 //! → one storage transaction (core stores; channel, community and thread state incl.
 //! NIP-09 deletion; plugin in-transaction hooks) → after commit: live fan-out (the
@@ -91,6 +92,11 @@ impl Ingest {
     ) -> Result<Accepted, Reason> {
         let now = self.services.clock.now_micros();
         self.limits.check(&event, now.div_euclid(1_000_000))?;
+        if self.is_resubmission(ctx, &event).await? {
+            return Ok(Accepted {
+                message: "duplicate: already have this event".into(),
+            });
+        }
         self.check_protocol(&event)?;
         if check_access {
             self.services.access.check_write(ctx, &event).await?;
@@ -170,6 +176,22 @@ impl Ingest {
         Ok(Accepted {
             message: String::new(),
         })
+    }
+
+    /// Is `event` an exact resubmission a plugin wants answered as accepted before any
+    /// other check ([`Plugin::accepts_resubmission`])? Only its authenticated author's:
+    /// anyone else goes through every check as usual.
+    async fn is_resubmission(&self, ctx: &ConnCtx, event: &Event) -> Result<bool, Reason> {
+        if ctx.pubkey.as_deref() != Some(event.pubkey.as_str())
+            || !self.plugins.iter().any(|p| p.accepts_resubmission(event))
+        {
+            return Ok(false);
+        }
+        let (community, id) = (ctx.community_id(), event.id.clone());
+        self.services
+            .store
+            .read(move |mut conn| crate::store::event_known(&mut conn, community, &id))
+            .await
     }
 
     /// Protocol rules core enforces for every event.

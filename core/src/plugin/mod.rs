@@ -17,6 +17,9 @@
 //!   the event and are delivered live after it.
 //! - **Observers** ([`Plugin::on_committed`]): all run after the commit; they cannot fail
 //!   the write (errors are theirs to log).
+//! - **Resubmission** ([`Plugin::accepts_resubmission`]): any. Before every check but
+//!   the event's own validity (shape, id, signature), an already stored event of a kind
+//!   some plugin names, resent by its authenticated author, is answered `duplicate:`.
 //! - **Filter checks** ([`Plugin::check_filter`]): all run on every filter no plugin
 //!   claimed, before anything is served; the first rejection wins.
 //! - **Filter claims** ([`Plugin::claims_filter`] / [`Plugin::answer_claimed`]):
@@ -32,7 +35,10 @@
 //! Which events are conversation messages (they get thread metadata and count as chat):
 //! [`crate::channels::kinds::is_conversation`]. Every other kind a plugin handles — an
 //! artifact revision, say — is stored as an ordinary event and never touches thread
-//! metadata or reply counts.
+//! metadata or reply counts. A plugin that counts chat, unread state or mentions (the
+//! read-state plugin, say) must ask `is_conversation(event.kind)` for every event it
+//! sees and ignore the rest: that is how it learns an event is "not a conversation
+//! message", whichever plugin owns the kind.
 
 mod admin;
 mod manifest;
@@ -155,6 +161,16 @@ pub trait Plugin: Send + Sync + 'static {
     /// Reject an event before it is stored. First rejection wins.
     async fn check_event(&self, _ctx: &ConnCtx, _event: &Event) -> Result<(), Reason> {
         Ok(())
+    }
+
+    /// Should an exact resubmission of `event` — its id already stored in this
+    /// community (removed since or not), sent again by its authenticated author — be
+    /// answered `duplicate:` (accepted) before any other check? Any plugin saying yes
+    /// decides. For kinds whose acceptance is a state change a client must be able to
+    /// confirm after a lost `OK` (a compare-and-swap revision), even once the author has
+    /// lost access: the author signed the event, so the answer tells them nothing new.
+    fn accepts_resubmission(&self, _event: &Event) -> bool {
+        false
     }
 
     /// Keep plugin state in step with a just-stored event, in the same transaction.

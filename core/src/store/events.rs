@@ -371,6 +371,11 @@ pub fn event_channel(
         .optional())?)
 }
 
+/// Was `id` ever stored in `community_id` (removed since or not)?
+pub fn event_known(conn: &mut Conn<'_>, community_id: i64, id: &str) -> Result<bool, Reason> {
+    Ok(known_id(conn, community_id, id)?.is_some())
+}
+
 /// Mark one event deleted at `now` (a moderator's removal), whoever wrote it.
 pub fn soft_delete_event(
     conn: &mut Conn<'_>,

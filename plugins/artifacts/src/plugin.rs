@@ -1,0 +1,206 @@
+//! [`Artifacts`]: the running plugin — which hook does what.
+
+use crate::envelope::{self, Op};
+use crate::heads;
+use crate::limits::Limits;
+use crate::query::{self, ArtifactQuery, Budget, QUERY_KEY};
+use crate::{NAME, REMOVAL_KIND, REVISION_KIND};
+use buzz_core::access::AccessService;
+use buzz_core::channels::kinds::{AUTHOR_DELETE, MODERATE_REMOVE};
+use buzz_core::ctx::ConnCtx;
+use buzz_core::error::Reason;
+use buzz_core::event::{Event, StoredEvent};
+use buzz_core::filter::Filter;
+use buzz_core::keys::Keys;
+use buzz_core::plugin::{Plugin, QueryAnswer, Services, Tx};
+use buzz_core::store::{ChannelScope, Store};
+use serde_json::{Map, Value};
+use std::sync::Arc;
+
+pub struct Artifacts {
+    pub(crate) store: Store,
+    /// The one access service: write permission (as for kind 9) and read scopes.
+    pub(crate) access: Arc<AccessService>,
+    /// Signs the kind-45011 removal markers a move leaves in its source channel.
+    relay_keys: Keys,
+    pub(crate) limits: Limits,
+}
+
+impl Artifacts {
+    pub fn new(limits: Limits, services: &Services) -> Artifacts {
+        Artifacts {
+            store: services.store.clone(),
+            access: services.access.clone(),
+            relay_keys: services.relay_keys.clone(),
+            limits,
+        }
+    }
+
+    /// The relay-signed removal a move leaves in `source`: the artifact, the source and
+    /// the revision it replaced; nothing about the destination, no content.
+    fn removal_marker(&self, d: &str, source: &str, replaced: &str, now_secs: i64) -> Event {
+        self.relay_keys.sign(
+            REMOVAL_KIND,
+            vec![
+                vec!["ar".into(), "1".into()],
+                vec!["d".into(), d.into()],
+                vec!["h".into(), source.into()],
+                vec!["reason".into(), "moved".into()],
+                vec!["prev".into(), replaced.into()],
+            ],
+            "",
+            now_secs,
+        )
+    }
+
+    async fn answer(&self, ctx: &ConnCtx, filters: Vec<Filter>) -> Result<Vec<Event>, Reason> {
+        let queries = filters
+            .iter()
+            .map(|f| ArtifactQuery::parse(f, &self.limits))
+            .collect::<Result<Vec<_>, Reason>>()?;
+        if !ctx.is_authenticated() {
+            return Err(Reason::AuthRequired(
+                "artifact queries require authentication".into(),
+            ));
+        }
+        let budget = Budget::start(self.limits.query_budget_ms);
+        // Access first: only channels the reader may read take part in matching.
+        let scope = self.access.read_scope(ctx).await?;
+        let channels: Vec<String> = match &scope.channels {
+            ChannelScope::Only(set) => set.iter().cloned().collect(),
+            ChannelScope::All | ChannelScope::None => Vec::new(),
+        };
+        let community = scope.community_id;
+        let max_history = self.limits.max_history_rows;
+        budget.check()?;
+        let events = self
+            .store
+            .read(move |mut conn| {
+                conn.savepoint(|conn| {
+                    budget.arm(conn)?;
+                    let mut out = Vec::new();
+                    for q in &queries {
+                        let ids: Vec<String> = match q {
+                            ArtifactQuery::Current(q) => {
+                                query::current_matches(conn, community, &channels, q)?
+                                    .into_iter()
+                                    .map(|e| e.revision_id)
+                                    .collect()
+                            }
+                            ArtifactQuery::History(ds) => {
+                                query::history_rows(conn, community, &channels, ds, max_history)?
+                                    .into_iter()
+                                    .map(|(_, _, id)| id)
+                                    .collect()
+                            }
+                        };
+                        budget.check()?;
+                        out.extend(query::load_revisions(conn, community, &ids)?);
+                        budget.check()?;
+                    }
+                    Ok::<_, Reason>(out)
+                })
+            })
+            .await?;
+        budget.check()?;
+        Ok(events)
+    }
+}
+
+#[async_trait::async_trait]
+impl Plugin for Artifacts {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn extend_nip11(&self, doc: &mut Map<String, Value>) {
+        doc.insert(NAME.into(), self.limits.nip11());
+    }
+
+    async fn check_event(&self, ctx: &ConnCtx, event: &Event) -> Result<(), Reason> {
+        match event.kind {
+            REVISION_KIND => {
+                let env = envelope::parse(event, &self.limits)?;
+                self.check_revision(ctx, event, &env).await
+            }
+            AUTHOR_DELETE => self.refuse_revision_deletion(ctx, event).await,
+            _ => Ok(()),
+        }
+    }
+
+    /// Resubmitting an accepted revision answers `duplicate:` (accepted) before any
+    /// check, even after later revisions or a loss of access: the sender signed it, so
+    /// the answer tells them nothing new.
+    fn accepts_resubmission(&self, event: &Event) -> bool {
+        event.kind == REVISION_KIND
+    }
+
+    /// The compare-and-swap on the head, the revision row, the current tags; for a move
+    /// the removal marker in the source — all in the revision's transaction. A 9005
+    /// removal of a revision redacts it (and retires its artifact if it was current).
+    fn in_transaction(&self, tx: &mut Tx<'_, '_>, stored: &StoredEvent) -> Result<(), Reason> {
+        let event = &stored.event;
+        let community = tx.ctx.community_id;
+        match event.kind {
+            REVISION_KIND => {
+                let env = envelope::parse(event, &self.limits)?;
+                heads::advance(tx.conn, community, event, &env)?;
+                if env.op == Op::Move {
+                    let replaced = env.prev.as_deref().unwrap_or_default();
+                    // The revision moved away from: current until this transaction.
+                    let source = heads::revision(tx.conn, community, replaced)?
+                        .ok_or_else(|| {
+                            Reason::Internal(anyhow::anyhow!(
+                                "artifact {}: head named revision {replaced} without its row",
+                                env.d
+                            ))
+                        })?
+                        .channel_id;
+                    let marker = self.removal_marker(
+                        &env.d,
+                        &source,
+                        replaced,
+                        tx.ctx.now_micros.div_euclid(1_000_000),
+                    );
+                    tx.store_relay_event(marker)?;
+                }
+                Ok(())
+            }
+            MODERATE_REMOVE => match (event.tag_value("e"), stored.channel.as_deref()) {
+                (Some(target), Some(channel)) => heads::redact(tx.conn, community, target, channel),
+                _ => Ok(()),
+            },
+            _ => Ok(()),
+        }
+    }
+
+    /// A plain filter on kind 45010 with a multi-character tag would match every stored
+    /// revision, not current state: refused with a pointer to the artifact query.
+    fn check_filter(&self, _ctx: &ConnCtx, filter: &Filter) -> Result<(), Reason> {
+        let revisions = filter
+            .kinds
+            .as_ref()
+            .is_some_and(|k| k.contains(&REVISION_KIND));
+        if let Some(name) = filter.tags.keys().find(|n| n.chars().count() > 1) {
+            if revisions {
+                return Err(Reason::invalid(format!(
+                    "#{name} on kind {REVISION_KIND} would match every stored revision, not \
+                     current state; use {{\"{QUERY_KEY}\":\"current\",\"#{name}\":[..]}}"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn claims_filter(&self, filter: &Filter) -> bool {
+        filter.extensions.contains_key(QUERY_KEY)
+    }
+
+    async fn answer_claimed(
+        &self,
+        ctx: &ConnCtx,
+        filters: Vec<Filter>,
+    ) -> Result<QueryAnswer, Reason> {
+        Ok(QueryAnswer::Events(self.answer(ctx, filters).await?))
+    }
+}

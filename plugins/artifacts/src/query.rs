@@ -1,0 +1,446 @@
+//! The artifact queries (`{"artifact":"current",…}`, `{"artifact":"history",…}`): their
+//! grammar, and the SQL that answers them with access and matching applied in the
+//! database before the page is cut.
+
+use crate::envelope::is_uuid;
+use crate::heads::{artifact_current_tags, artifact_heads, artifact_revisions};
+use crate::limits::Limits;
+use buzz_core::error::Reason;
+use buzz_core::event::Event;
+use buzz_core::filter::Filter;
+use buzz_core::store::schema::events;
+use buzz_core::store::{row_to_event, Backend, Conn, EventRow};
+use buzz_core::with_conn;
+use diesel::dsl::sql;
+use diesel::prelude::*;
+use diesel::sql_types::{Bool, Text};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::time::Instant;
+
+/// The filter key that makes a filter an artifact query.
+pub const QUERY_KEY: &str = "artifact";
+/// Continuation of a current-state listing: the last `d` of the previous page.
+pub const AFTER_KEY: &str = "after";
+
+/// A current-state query: every listed artifact whose current revision has, for each
+/// name, a tag of that name whose first value is one of the values.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CurrentQuery {
+    /// (tag name, accepted first values): AND across names, OR within one.
+    pub predicates: Vec<(String, Vec<String>)>,
+    /// Only artifacts whose `d` sorts after this one (the previous page's last).
+    pub after: Option<String>,
+    /// Page size.
+    pub limit: usize,
+}
+
+/// A parsed artifact query.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ArtifactQuery {
+    Current(CurrentQuery),
+    /// The readable revisions of these artifacts, each in acceptance order.
+    History(Vec<String>),
+}
+
+impl ArtifactQuery {
+    /// Parse a claimed filter; anything unsupported or over a limit is refused naming it.
+    pub fn parse(filter: &Filter, limits: &Limits) -> Result<ArtifactQuery, Reason> {
+        let standard = [
+            ("ids", filter.ids.is_some()),
+            ("authors", filter.authors.is_some()),
+            ("kinds", filter.kinds.is_some()),
+            ("since", filter.since.is_some()),
+            ("until", filter.until.is_some()),
+        ];
+        if let Some((key, _)) = standard.iter().find(|(_, present)| *present) {
+            return Err(Reason::invalid(format!(
+                "artifact queries do not support {key}"
+            )));
+        }
+        let mode = filter.extensions.get(QUERY_KEY);
+        let values: usize = filter.tags.values().map(Vec::len).sum();
+        if values > limits.max_values {
+            return Err(Reason::invalid(format!(
+                "an artifact query lists at most {} values (maxValues)",
+                limits.max_values
+            )));
+        }
+        match mode.and_then(Value::as_str) {
+            Some("current") => {
+                if let Some(key) = filter
+                    .extensions
+                    .keys()
+                    .find(|k| *k != QUERY_KEY && *k != AFTER_KEY)
+                {
+                    return Err(Reason::invalid(format!(
+                        "artifact queries do not support {key}"
+                    )));
+                }
+                Ok(ArtifactQuery::Current(parse_current(filter, limits)?))
+            }
+            Some("history") => {
+                if let Some(key) = filter.extensions.keys().find(|k| *k != QUERY_KEY) {
+                    return Err(Reason::invalid(format!(
+                        "artifact history queries do not support {key}"
+                    )));
+                }
+                if filter.limit.is_some() {
+                    return Err(Reason::invalid(
+                        "artifact history queries do not support limit",
+                    ));
+                }
+                let ds = match (filter.tags.len(), filter.tags.get("d")) {
+                    (1, Some(ds)) if !ds.is_empty() => ds.clone(),
+                    _ => {
+                        return Err(Reason::invalid(
+                            "an artifact history query takes exactly one non-empty #d list",
+                        ))
+                    }
+                };
+                if ds.iter().any(|d| !is_uuid(d)) {
+                    return Err(Reason::invalid("#d values must be artifact UUIDs"));
+                }
+                Ok(ArtifactQuery::History(ds))
+            }
+            _ => Err(Reason::invalid(
+                "unsupported artifact query: \"artifact\" must be \"current\" or \"history\"",
+            )),
+        }
+    }
+}
+
+fn parse_current(filter: &Filter, limits: &Limits) -> Result<CurrentQuery, Reason> {
+    if filter.tags.len() > limits.max_predicates {
+        return Err(Reason::invalid(format!(
+            "an artifact query matches at most {} tag names (maxPredicates)",
+            limits.max_predicates
+        )));
+    }
+    for (name, values) in &filter.tags {
+        if name.len() > limits.max_tag_name_bytes {
+            return Err(Reason::invalid(format!(
+                "a tag name is longer than {} bytes (maxTagNameBytes)",
+                limits.max_tag_name_bytes
+            )));
+        }
+        if values.is_empty() {
+            return Err(Reason::invalid(format!("#{name} lists no values")));
+        }
+        if values.iter().any(|v| v.len() > limits.max_tag_value_bytes) {
+            return Err(Reason::invalid(format!(
+                "a #{name} value is longer than {} bytes (maxTagValueBytes)",
+                limits.max_tag_value_bytes
+            )));
+        }
+    }
+    let limit = match filter.limit {
+        None => limits.max_page_size,
+        Some(0) => return Err(Reason::invalid("limit must be at least 1")),
+        Some(n) if n > limits.max_page_size as u64 => {
+            return Err(Reason::invalid(format!(
+                "limit is above the page size of {} (maxPageSize)",
+                limits.max_page_size
+            )))
+        }
+        Some(n) => n as usize,
+    };
+    let after = match filter.extensions.get(AFTER_KEY) {
+        None => None,
+        Some(Value::String(d)) if is_uuid(d) => Some(d.clone()),
+        Some(_) => return Err(Reason::invalid("after must be an artifact UUID")),
+    };
+    Ok(CurrentQuery {
+        predicates: filter
+            .tags
+            .iter()
+            .map(|(n, v)| (n.clone(), v.clone()))
+            .collect(),
+        after,
+        limit,
+    })
+}
+
+/// Above this many channels, SQLite gets them as one JSON parameter (it allows at most
+/// 32,766 bound variables per statement); PostgreSQL always binds one array.
+const INLINE_CHANNELS: usize = 200;
+
+/// One listed artifact found by a current-state query.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CurrentEntry {
+    pub d: String,
+    pub revision_id: String,
+    pub channel_id: String,
+}
+
+/// The current, listed (not deleted, not retired) artifacts of `community_id` homed in
+/// `channels` that match every predicate of `q`, ordered by `d`, at most `q.limit`.
+/// Access (the channel list) and matching run in the database, before the limit.
+pub fn current_matches(
+    conn: &mut Conn<'_>,
+    community_id: i64,
+    channels: &[String],
+    q: &CurrentQuery,
+) -> Result<Vec<CurrentEntry>, Reason> {
+    if channels.is_empty() {
+        return Ok(Vec::new());
+    }
+    let json = channel_json(conn.backend(), channels)?;
+    // Each predicate's values travel as one JSON array parameter (a fixed statement
+    // shape whatever their number), unpacked by the database.
+    let (values_open, values_close) = match conn.backend() {
+        Backend::Sqlite => (" AND t.value IN (SELECT value FROM json_each(", ")))"),
+        // `OFFSET 0` keeps PostgreSQL from turning the EXISTS into a semi-join over
+        // every artifact with that tag (it then hashes them all, linear in the
+        // community); as a correlated subplan each candidate costs one index probe.
+        Backend::Postgres => (
+            " AND t.value IN (SELECT json_array_elements_text(CAST(",
+            " AS json))) OFFSET 0)",
+        ),
+    };
+    // The driving predicate: its (name, value, d) index rows are already in `d` order,
+    // so with one value the walk needs no sort and stops at the page — a page costs
+    // about page size / selectivity of the others, not the number of artifacts.
+    let driver = driving_predicate(&q.predicates);
+    let predicates = q
+        .predicates
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| Some(*i) != driver)
+        .map(|(_, (name, values))| {
+            serde_json::to_string(values)
+                .map(|json| (name.clone(), json))
+                .map_err(|e| Reason::Internal(e.into()))
+        })
+        .collect::<Result<Vec<_>, Reason>>()?;
+    let limit = i64::try_from(q.limit).unwrap_or(i64::MAX);
+    // Everything but the driver, on a boxed query over the heads (joined or not).
+    macro_rules! narrowed {
+        ($query:expr, $d:expr, $c:expr) => {{
+            let mut query = $query
+                .filter(artifact_heads::community_id.eq(community_id))
+                .filter(artifact_heads::op.ne("delete"))
+                .filter(artifact_heads::retired.eq(false));
+            query = match &json {
+                Some(json) => query.filter(
+                    sql::<Bool>("artifact_heads.channel_id IN (SELECT value FROM json_each(")
+                        .bind::<Text, _>(json.clone())
+                        .sql("))"),
+                ),
+                None => query.filter(artifact_heads::channel_id.eq_any(channels.to_vec())),
+            };
+            if let Some(after) = &q.after {
+                query = query.filter($d.gt(after.clone()));
+            }
+            // Correlated EXISTS per other name, checked by index for each candidate.
+            for (name, values_json) in &predicates {
+                let exists = sql::<Bool>(
+                    "EXISTS (SELECT 1 FROM artifact_current_tags t \
+                     WHERE t.community_id = artifact_heads.community_id \
+                     AND t.d = artifact_heads.d AND t.name = ",
+                )
+                .bind::<Text, _>(name.clone())
+                .sql(values_open)
+                .bind::<Text, _>(values_json.clone())
+                .sql(values_close);
+                query = query.filter(exists);
+            }
+            query.order($d.asc()).limit(limit).load($c)
+        }};
+    }
+    let columns = (
+        artifact_heads::d,
+        artifact_heads::revision_id,
+        artifact_heads::channel_id,
+    );
+    let rows: Vec<(String, String, String)> = match driver.map(|i| &q.predicates[i]) {
+        Some((name, values)) => with_conn!(conn, |c| {
+            let mut query = artifact_current_tags::table
+                .inner_join(
+                    artifact_heads::table.on(artifact_heads::community_id
+                        .eq(artifact_current_tags::community_id)
+                        .and(artifact_heads::d.eq(artifact_current_tags::d))),
+                )
+                .filter(artifact_current_tags::community_id.eq(community_id))
+                .filter(artifact_current_tags::name.eq(name.clone()))
+                .select(columns)
+                .into_boxed();
+            match values.as_slice() {
+                [one] => {
+                    query = query.filter(artifact_current_tags::value.eq(one.clone()));
+                    narrowed!(query, artifact_current_tags::d, c)
+                }
+                // One artifact may carry two of the values (two tags of the name); the
+                // order is then by the selected column (PostgreSQL's DISTINCT rule).
+                many => {
+                    query = query
+                        .filter(artifact_current_tags::value.eq_any(many.to_vec()))
+                        .distinct();
+                    narrowed!(query, artifact_heads::d, c)
+                }
+            }
+        })?,
+        None => with_conn!(conn, |c| {
+            let query = artifact_heads::table.select(columns).into_boxed();
+            narrowed!(query, artifact_heads::d, c)
+        })?,
+    };
+    Ok(rows
+        .into_iter()
+        .map(|(d, revision_id, channel_id)| CurrentEntry {
+            d,
+            revision_id,
+            channel_id,
+        })
+        .collect())
+}
+
+/// Which predicate drives a current-state query: `#d` (one artifact per value), else
+/// a client-defined tag (usually selective: an assignee, a project), else any; fewest
+/// values first. `None` without predicates (the heads are walked in `d` order).
+fn driving_predicate(predicates: &[(String, Vec<String>)]) -> Option<usize> {
+    let rank = |name: &str| match name {
+        "d" => 0,
+        n if crate::envelope::ENVELOPE_TAGS.contains(&n) => 2,
+        _ => 1,
+    };
+    (0..predicates.len()).min_by_key(|&i| {
+        let (name, values) = &predicates[i];
+        (values.len(), rank(name))
+    })
+}
+
+fn channel_json(backend: Backend, channels: &[String]) -> Result<Option<String>, Reason> {
+    if backend == Backend::Sqlite && channels.len() > INLINE_CHANNELS {
+        return serde_json::to_string(channels)
+            .map(Some)
+            .map_err(|e| Reason::Internal(e.into()));
+    }
+    Ok(None)
+}
+
+/// The readable (homed in `channels`), unredacted revisions of `ds`: (d, version,
+/// revision id), grouped by `d` in the order given, each in acceptance order. At most
+/// `max_rows`; more is an error, never a cut.
+pub(crate) fn history_rows(
+    conn: &mut Conn<'_>,
+    community_id: i64,
+    channels: &[String],
+    ds: &[String],
+    max_rows: usize,
+) -> Result<Vec<(String, i64, String)>, Reason> {
+    if channels.is_empty() {
+        return Ok(Vec::new());
+    }
+    let json = channel_json(conn.backend(), channels)?;
+    let probe = i64::try_from(max_rows)
+        .unwrap_or(i64::MAX)
+        .saturating_add(1);
+    let mut rows: Vec<(String, i64, String)> = with_conn!(conn, |c| {
+        let mut query = artifact_revisions::table
+            .filter(artifact_revisions::community_id.eq(community_id))
+            .filter(artifact_revisions::d.eq_any(ds.to_vec()))
+            .filter(artifact_revisions::redacted.eq(false))
+            .select((
+                artifact_revisions::d,
+                artifact_revisions::version,
+                artifact_revisions::revision_id,
+            ))
+            .into_boxed();
+        query = match &json {
+            Some(json) => query.filter(
+                sql::<Bool>("artifact_revisions.channel_id IN (SELECT value FROM json_each(")
+                    .bind::<Text, _>(json.clone())
+                    .sql("))"),
+            ),
+            None => query.filter(artifact_revisions::channel_id.eq_any(channels.to_vec())),
+        };
+        query
+            .order((
+                artifact_revisions::d.asc(),
+                artifact_revisions::version.asc(),
+            ))
+            .limit(probe)
+            .load(c)
+    })?;
+    if rows.len() > max_rows {
+        return Err(Reason::invalid(format!(
+            "the history of these artifacts holds more than {max_rows} readable revisions \
+             (maxHistoryRows); ask for fewer #d values"
+        )));
+    }
+    let order: HashMap<&str, usize> = ds
+        .iter()
+        .enumerate()
+        .map(|(i, d)| (d.as_str(), i))
+        .collect();
+    rows.sort_by_key(|(d, version, _)| (order.get(d.as_str()).copied(), *version));
+    Ok(rows)
+}
+
+/// The stored, unremoved events `ids` names, in that order (a removed one is left out:
+/// it is withheld from every surface).
+pub fn load_revisions(
+    conn: &mut Conn<'_>,
+    community_id: i64,
+    ids: &[String],
+) -> Result<Vec<Event>, Reason> {
+    let mut found: HashMap<String, Event> = HashMap::new();
+    for chunk in ids.chunks(500) {
+        let rows: Vec<EventRow> = with_conn!(conn, |c| events::table
+            .filter(events::community_id.eq(community_id))
+            .filter(events::id.eq_any(chunk))
+            .filter(events::deleted_at.is_null())
+            .select(EventRow::as_select())
+            .load(c))?;
+        for row in rows {
+            let event = row_to_event(row).map_err(Reason::from)?;
+            found.insert(event.id.clone(), event);
+        }
+    }
+    Ok(ids.iter().filter_map(|id| found.remove(id)).collect())
+}
+
+/// Wall-clock budget of one query: checked after every statement (and enforced inside
+/// PostgreSQL by `statement_timeout`), so an answer is complete or a 503, never late and
+/// never partial.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Budget {
+    deadline: Instant,
+    ms: u64,
+}
+
+impl Budget {
+    pub(crate) fn start(ms: u64) -> Budget {
+        Budget {
+            deadline: Instant::now() + std::time::Duration::from_millis(ms),
+            ms,
+        }
+    }
+
+    /// `Err(Unavailable)` once the budget is spent.
+    pub(crate) fn check(&self) -> Result<(), Reason> {
+        if Instant::now() > self.deadline {
+            return Err(Reason::Unavailable(format!(
+                "the artifact query exceeded its execution budget of {} ms (budgetMs); \
+                 narrow it or retry later",
+                self.ms
+            )));
+        }
+        Ok(())
+    }
+
+    /// Bound every following statement of this transaction (PostgreSQL; SQLite is
+    /// checked between statements).
+    pub(crate) fn arm(&self, conn: &mut Conn<'_>) -> Result<(), Reason> {
+        if let Conn::Pg(c) = conn {
+            let left = self
+                .deadline
+                .saturating_duration_since(Instant::now())
+                .as_millis()
+                .max(1);
+            diesel::sql_query(format!("SET LOCAL statement_timeout = {left}")).execute(*c)?;
+        }
+        Ok(())
+    }
+}
