@@ -135,6 +135,13 @@ impl Plugin for Artifacts {
         event.kind == REVISION_KIND
     }
 
+    /// Revisions and removals change the heads in submission order and read the rows
+    /// of earlier revisions: each is inserted on its own in PostgreSQL's group commit,
+    /// never beside events queued behind it.
+    fn in_transaction_is_local(&self, event: &Event) -> bool {
+        !matches!(event.kind, REVISION_KIND | MODERATE_REMOVE)
+    }
+
     /// The compare-and-swap on the head, the revision row, the current tags; for a move
     /// the removal marker in the source — all in the revision's transaction. A 9005
     /// removal of a revision redacts it (and retires its artifact if it was current).
