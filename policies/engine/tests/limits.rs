@@ -126,11 +126,20 @@ fn endless_main_chunk_fails_to_load() {
     let scripts = Scripts::new("while true do end", ALLOW_ALL_MODERATION);
     let started = Instant::now();
     let result = scripts.load();
+    // The instruction budget stops it; on a machine too busy to spend that budget within
+    // the load's wall-clock bound (1 s), that bound does — either is the refusal.
     assert!(
-        matches!(result, Err(PolicyError::DeadlineExceeded { .. })),
+        matches!(
+            result,
+            Err(PolicyError::DeadlineExceeded { .. } | PolicyError::TimeLimitExceeded { .. })
+        ),
         "{result:?}"
     );
-    assert!(started.elapsed() < FAST);
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
 }
 
 #[test]
