@@ -5,5 +5,7 @@ use buzz_core::plugin::{PluginCatalog, PluginEntry};
 
 /// Every plugin this build carries, in hook order.
 pub fn catalog() -> PluginCatalog {
-    PluginCatalog::new().with(PluginEntry::of::<buzz_channel_windows::ChannelWindowsPlugin>())
+    PluginCatalog::new()
+        .with(PluginEntry::of::<buzz_channel_windows::ChannelWindowsPlugin>())
+        .with(PluginEntry::of::<buzz_read_state::ReadStatePlugin>())
 }
