@@ -23,7 +23,9 @@ async fn pair(relay: &buzz_core::testkit::TestRelay) -> (User, User, String) {
 
 /// Late arrival above the newest message: marking the newest reads it.
 async fn late_arrival_above_newest_is_read(backend: TestBackend, name: &str) {
-    let Some(relay) = relay(backend, name).await else { return };
+    let Some(relay) = relay(backend, name).await else {
+        return;
+    };
     let (mut alice, bob, ch) = pair(&relay).await;
     let t = now();
     let newest = alice.post_at(&ch, t, &[]).await;
@@ -32,14 +34,19 @@ async fn late_arrival_above_newest_is_read(backend: TestBackend, name: &str) {
     assert_eq!(row["unread"], true);
     bob.apply(client::mark_through(&ch, None, &newest.id)).await;
     let row = bob.row(&ch).await;
-    assert_eq!(row["unread"], false, "marking the bottom clears the badge: {row}");
+    assert_eq!(
+        row["unread"], false,
+        "marking the bottom clears the badge: {row}"
+    );
     assert_eq!(row["read_through_id"], newest.id.as_str());
     let _ = late;
 }
 
 /// With no late arrival, a mark reads exactly what arrived by the anchor.
 async fn later_message_stays_unread(backend: TestBackend, name: &str) {
-    let Some(relay) = relay(backend, name).await else { return };
+    let Some(relay) = relay(backend, name).await else {
+        return;
+    };
     let (mut alice, bob, ch) = pair(&relay).await;
     let m1 = alice.post(&ch).await;
     let m2 = alice.post(&ch).await;
@@ -57,7 +64,9 @@ async fn later_message_stays_unread(backend: TestBackend, name: &str) {
 
 /// A future-dated anchor cannot read what arrives after it.
 async fn future_dated_anchor_reads_nothing_later(backend: TestBackend, name: &str) {
-    let Some(relay) = relay(backend, name).await else { return };
+    let Some(relay) = relay(backend, name).await else {
+        return;
+    };
     let (mut alice, bob, ch) = pair(&relay).await;
     let future = alice.post_at(&ch, now() + 600, &[]).await;
     bob.apply(client::mark_through(&ch, None, &future.id)).await;
@@ -72,11 +81,10 @@ async fn future_dated_anchor_reads_nothing_later(backend: TestBackend, name: &st
 
 /// The cost of a late arrival above the anchor: a message shown below the anchor that
 /// arrived before the late one is read too.
-async fn late_arrival_above_anchor_reads_earlier_arrivals_below(
-    backend: TestBackend,
-    name: &str,
-) {
-    let Some(relay) = relay(backend, name).await else { return };
+async fn late_arrival_above_anchor_reads_earlier_arrivals_below(backend: TestBackend, name: &str) {
+    let Some(relay) = relay(backend, name).await else {
+        return;
+    };
     let (mut alice, bob, ch) = pair(&relay).await;
     let t = now();
     let anchor = alice.post_at(&ch, t - 10, &[]).await;
@@ -94,7 +102,9 @@ async fn late_arrival_above_anchor_reads_earlier_arrivals_below(
 /// `mark_channel_read` is the one whole-channel cut; thread marks never set it and a
 /// channel `mark_through` never reads threads.
 async fn channel_cut_and_scopes(backend: TestBackend, name: &str) {
-    let Some(relay) = relay(backend, name).await else { return };
+    let Some(relay) = relay(backend, name).await else {
+        return;
+    };
     let (mut alice, mut bob, ch) = pair(&relay).await;
     let bob_pk = bob.pubkey();
     let root = bob.post(&ch).await;
@@ -108,18 +118,24 @@ async fn channel_cut_and_scopes(backend: TestBackend, name: &str) {
     bob.apply(client::mark_through(&ch, None, &top.id)).await;
     let row = bob.row(&ch).await;
     assert_eq!(row["unread"], false);
-    assert!(thread(&row, &root).is_some(), "channel marks never read threads");
+    assert!(
+        thread(&row, &root).is_some(),
+        "channel marks never read threads"
+    );
 
     // Thread mark: the thread only, no cut.
     let top2 = alice.post(&ch).await;
-    bob.apply(client::mark_through(&ch, Some(&root.id), &reply.id)).await;
+    bob.apply(client::mark_through(&ch, Some(&root.id), &reply.id))
+        .await;
     let row = bob.row(&ch).await;
     assert!(thread(&row, &root).is_none());
     assert_eq!(row["unread"], true, "thread marks never set the cut");
 
     // The cut reads the timeline and every thread, unlisted ones included, through
     // everything displayed at or before the anchor (here a reply).
-    let reply2 = alice.reply_full(&ch, &root, &reply, tick(), &[&bob_pk], false).await;
+    let reply2 = alice
+        .reply_full(&ch, &root, &reply, tick(), &[&bob_pk], false)
+        .await;
     let other_root = alice.post(&ch).await;
     alice.reply(&ch, &other_root).await; // Bob does not follow this one
     let anchor = alice.reply(&ch, &root).await;
@@ -138,7 +154,9 @@ async fn channel_cut_and_scopes(backend: TestBackend, name: &str) {
 /// Outcomes in request order, each its own; malformed operands are `invalid`, state
 /// problems `blocked`.
 async fn outcomes_in_order(backend: TestBackend, name: &str) {
-    let Some(relay) = relay(backend, name).await else { return };
+    let Some(relay) = relay(backend, name).await else {
+        return;
+    };
     let (mut alice, bob, ch) = pair(&relay).await;
     let m = alice.post(&ch).await;
     let root = alice.post(&ch).await;
@@ -171,12 +189,15 @@ async fn outcomes_in_order(backend: TestBackend, name: &str) {
     assert_eq!(
         status,
         vec![
-            "applied", "blocked", "invalid", "invalid", "blocked", "blocked", "applied",
-            "applied", "applied"
+            "applied", "blocked", "invalid", "invalid", "blocked", "blocked", "applied", "applied",
+            "applied"
         ],
         "{out:?}"
     );
-    assert_eq!(out[4]["reason"], out[1]["reason"], "forbidden reads like missing");
+    assert_eq!(
+        out[4]["reason"], out[1]["reason"],
+        "forbidden reads like missing"
+    );
 
     // Whole-request refusals: structure, counts, unknown fields and types.
     let refused = |body: Value| {
