@@ -274,8 +274,8 @@ pub fn on_deleted(conn: &mut Conn<'_>, community_id: i64, event_id: &str) -> Res
     Ok(())
 }
 
-/// Keep the arrival columns read-state relies on in step with a just-recorded
-/// conversation message (after [`record`], same transaction): a message in the channel
+/// Keep the arrival columns (what read positions are compared against) in step with a
+/// just-recorded conversation message (after [`record`], same transaction): a message in the channel
 /// timeline (top-level, or a broadcast reply) raises
 /// `channels.last_timeline_received_at`; a reply raises its root's
 /// `thread_metadata.last_reply_received_at`. Both only move forward, so processes whose

@@ -1,6 +1,6 @@
 -- Newest arrival (events.received_at, microseconds) per read scope, kept at ingest in the
--- message's transaction (core/src/store/threads.rs). Read-state consumers compare a
--- position against these instead of walking messages: a channel whose last timeline
+-- message's transaction (core/src/store/threads.rs). Read positions are compared
+-- against these instead of walking messages: a channel whose last timeline
 -- arrival is at or before a position is read with one comparison, and a thread whose last
 -- reply arrival is at or before it is skipped without reading replies. NULL: nothing has
 -- arrived since this migration (rows from before it are reached by no position).
