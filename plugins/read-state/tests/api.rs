@@ -307,7 +307,53 @@ async fn intent_deadline(backend: TestBackend, name: &str) {
     assert_eq!(answer.body["projection_status"], "not_requested");
 }
 
+/// Operators see sizes, never positions; Nostr queries never see read state.
+async fn positions_stay_private(backend: TestBackend, name: &str) {
+    let Some(relay) = relay(backend, name).await else {
+        return;
+    };
+    let mut user = User::new(&relay).await;
+    let ch = user.create_channel("private", "stream").await;
+    user.start(&ch).await;
+    let panel = relay
+        .running()
+        .services
+        .store
+        .read(|mut conn| {
+            <ReadStatePlugin as buzz_core::plugin::PluginManifest>::admin_panel(
+                &buzz_read_state::Config::default(),
+                &mut conn,
+            )
+        })
+        .await
+        .expect("admin panel");
+    assert!(panel.tables.is_empty(), "no rows shown: {panel:?}");
+    let facts: Vec<&str> = panel.facts.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(
+        facts,
+        vec![
+            "intent deadline (ms)",
+            "max response bytes",
+            "accounts",
+            "frontier rows",
+            "mention rows"
+        ]
+    );
+    assert!(panel.facts.iter().all(|(_, v)| v.parse::<u64>().is_ok()));
+    // Everything a Nostr query can answer for this user is events; none carries state.
+    let events = user
+        .ws
+        .req("all", vec![json!({"#h": [ch]})])
+        .await
+        .expect("req");
+    assert!(
+        events.iter().all(|e| e.kind == 9 || e.kind >= 9000),
+        "{events:?}"
+    );
+}
+
 both_backends!(
+    positions_stay_private,
     discovery_only_when_enabled,
     nip98_on_every_request,
     bans_block_timeouts_do_not,
