@@ -96,6 +96,10 @@ async fn main() -> anyhow::Result<()> {
             "OVER"
         }
     );
+    println!(
+        "mark_through burst: {:.0} intents/s ({} messages), {:.0} intents/s ({} messages)",
+        small.burst_per_sec, args.small, large.burst_per_sec, args.large
+    );
     Ok(())
 }
 
