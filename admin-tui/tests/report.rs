@@ -33,7 +33,7 @@ fn reports_migrations_communities_plugins_and_policies() {
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
     let before = admin(&[]);
-    assert!(before.contains("0 applied, 2 pending"), "{before}");
+    assert!(before.contains("0 applied, 4 pending"), "{before}");
     assert!(before.contains("(none stored yet)"), "{before}");
     assert!(before.contains("relay key   (not recorded yet"), "{before}");
 
@@ -52,7 +52,7 @@ fn reports_migrations_communities_plugins_and_policies() {
         store
     });
     let after = admin(&[]);
-    assert!(after.contains("2 applied, 0 pending"), "{after}");
+    assert!(after.contains("4 applied, 0 pending"), "{after}");
     assert!(after.contains("relay key   (not recorded yet"), "{after}");
     assert!(
         after.contains("localhost") && after.contains("0 events"),
