@@ -227,7 +227,65 @@ async fn outcomes_in_order(backend: TestBackend, name: &str) {
     assert_eq!(full.len(), 100);
 }
 
+/// A storage failure is `unknown` (retryable), later intents too; earlier committed
+/// outcomes stand. The failure is made real: a trigger refuses writes for one channel.
+async fn storage_failure_is_unknown(backend: TestBackend, name: &str) {
+    let Some(relay) = relay(backend, name).await else {
+        return;
+    };
+    let (mut alice, bob, ch) = pair(&relay).await;
+    let broken = alice.create_channel("broken", "stream").await;
+    let m = alice.post(&ch).await;
+    let b = alice.post(&broken).await;
+    let statements: Vec<String> = match backend {
+        TestBackend::Sqlite => vec![format!(
+            "CREATE TRIGGER refuse_broken BEFORE INSERT ON read_state_frontiers \
+             WHEN NEW.channel_id = '{broken}' BEGIN SELECT RAISE(ABORT, 'disk says no'); END"
+        )],
+        TestBackend::Postgres => vec![
+            "CREATE FUNCTION refuse_broken() RETURNS trigger AS $$ \
+             BEGIN RAISE EXCEPTION 'disk says no'; END $$ LANGUAGE plpgsql"
+                .to_owned(),
+            format!(
+                "CREATE TRIGGER refuse_broken BEFORE INSERT ON read_state_frontiers \
+                 FOR EACH ROW WHEN (NEW.channel_id = '{broken}') EXECUTE FUNCTION refuse_broken()"
+            ),
+        ],
+    };
+    relay
+        .running()
+        .services
+        .store
+        .write(move |conn| {
+            use diesel::RunQueryDsl;
+            for sql in &statements {
+                buzz_core::with_conn!(&mut *conn, |c| diesel::sql_query(sql).execute(c))?;
+            }
+            Ok(())
+        })
+        .await
+        .expect("install the failing trigger");
+    let out = bob
+        .intents(&[
+            client::mark_through(&ch, None, &m.id),
+            client::mark_through(&broken, None, &b.id),
+            client::mark_through(&ch, None, &m.id),
+        ])
+        .await;
+    assert_eq!(
+        out,
+        vec![
+            json!({"status": "applied"}),
+            json!({"status": "unknown", "retryable": true}),
+            json!({"status": "unknown", "retryable": true}),
+        ]
+    );
+    let row = bob.row(&ch).await;
+    assert_eq!(row["unread"], false, "the earlier outcome stands: {row}");
+}
+
 both_backends!(
+    storage_failure_is_unknown,
     late_arrival_above_newest_is_read,
     later_message_stays_unread,
     future_dated_anchor_reads_nothing_later,
