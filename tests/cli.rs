@@ -50,12 +50,14 @@ fn migrate_status_then_migrate_then_status() {
     );
 
     let (ok, text) = relay(&config, &["migrate"]);
-    assert!(ok && text.contains("2 migration(s) applied"), "{text}");
+    assert!(ok && text.contains("4 migration(s) applied"), "{text}");
 
     let (ok, text) = relay(&config, &["migrate", "--status"]);
     assert!(
         ok && text.contains("applied  20261129000001")
             && text.contains("applied  20261130000001")
+            && text.contains("applied  20261201000001")
+            && text.contains("applied  20261201100000  read_state")
             && text.contains("0 pending"),
         "{text}"
     );
