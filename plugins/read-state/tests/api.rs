@@ -182,6 +182,12 @@ async fn nip98_on_every_request(backend: TestBackend, name: &str) {
         .await
         .expect("unknown path");
     assert_api_error(&answer, 404, "unavailable");
+    let answer = user
+        .api
+        .post("/buzz/v1/me/sidebar", b"{}")
+        .await
+        .expect("wrong method");
+    assert_api_error(&answer, 404, "unavailable");
 }
 
 async fn bans_block_timeouts_do_not(backend: TestBackend, name: &str) {
