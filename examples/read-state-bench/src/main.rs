@@ -172,6 +172,9 @@ async fn run(args: &Args, history: usize) -> anyhow::Result<Figures> {
         channels.push(id);
     }
 
+    ows.close().await;
+    rws.close().await;
+
     let store = relay.services.store.clone();
     let seeder = Seeder {
         community_id: store
@@ -198,6 +201,13 @@ async fn run(args: &Args, history: usize) -> anyhow::Result<Figures> {
         history * channels.len(),
         began.elapsed().as_secs_f64()
     );
+
+    // Seeding takes long enough for idle connections to miss heartbeats: connect afresh.
+    let mut ows = WsClient::connect(relay.addr, &host).await?;
+    let mut rws = WsClient::connect(relay.addr, &host).await?;
+    if !ows.auth(&owner).await.0 || !rws.auth(&reader).await.0 {
+        bail!("AUTH refused");
+    }
 
     // The reader starts (first intent) and follows one thread per channel.
     let api = Client::new(&format!("http://{}", relay.addr), &host, reader.clone());
