@@ -8,4 +8,5 @@ pub fn catalog() -> PluginCatalog {
     PluginCatalog::new()
         .with(PluginEntry::of::<buzz_channel_windows::ChannelWindowsPlugin>())
         .with(PluginEntry::of::<buzz_artifacts::ArtifactsPlugin>())
+        .with(PluginEntry::of::<buzz_read_state::ReadStatePlugin>())
 }

@@ -110,6 +110,7 @@ pub fn apply(
         }
         k if CONVERSATION.contains(&k) => {
             thread_rows::record(conn, cid, event, ch)?;
+            thread_rows::record_arrival(conn, cid, event, ch, wctx.now_micros)?;
             Ok(Vec::new())
         }
         _ => Ok(Vec::new()),

@@ -451,3 +451,26 @@ pub fn insert_rows(conn: &mut Conn<'_>, rows: &[ChannelRow]) -> Result<(), Reaso
     }
     Ok(())
 }
+
+/// Raise `channels.last_timeline_received_at` to `received_at` (never lower it): a
+/// timeline message arrived (`threads::record_arrival`).
+pub fn note_timeline_arrival(
+    conn: &mut Conn<'_>,
+    community_id: i64,
+    channel_id: &str,
+    received_at: i64,
+) -> Result<(), Reason> {
+    with_conn!(conn, |c| diesel::update(
+        channels::table
+            .filter(channels::community_id.eq(community_id))
+            .filter(channels::id.eq(channel_id))
+            .filter(
+                channels::last_timeline_received_at
+                    .is_null()
+                    .or(channels::last_timeline_received_at.lt(received_at))
+            )
+    )
+    .set(channels::last_timeline_received_at.eq(received_at))
+    .execute(c))?;
+    Ok(())
+}

@@ -51,6 +51,7 @@ diesel::table! {
         created_at -> BigInt,
         expires_at -> Nullable<BigInt>,
         deleted_at -> Nullable<BigInt>,
+        last_timeline_received_at -> Nullable<BigInt>,
     }
 }
 
@@ -80,6 +81,7 @@ diesel::table! {
         reply_count -> BigInt,
         descendant_count -> BigInt,
         last_reply_at -> Nullable<BigInt>,
+        last_reply_received_at -> Nullable<BigInt>,
     }
 }
 

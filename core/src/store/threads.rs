@@ -273,3 +273,40 @@ pub fn on_deleted(conn: &mut Conn<'_>, community_id: i64, event_id: &str) -> Res
     }
     Ok(())
 }
+
+/// Keep the arrival columns (what read positions are compared against) in step with a
+/// just-recorded conversation message (after [`record`], same transaction): a message in the channel
+/// timeline (top-level, or a broadcast reply) raises
+/// `channels.last_timeline_received_at`; a reply raises its root's
+/// `thread_metadata.last_reply_received_at`. Both only move forward, so processes whose
+/// clocks differ never move them back. Deletions leave them alone: readers probe past a
+/// position anyway, which also rules out a deleted newest message.
+pub fn record_arrival(
+    conn: &mut Conn<'_>,
+    community_id: i64,
+    event: &Event,
+    channel_id: &str,
+    received_at: i64,
+) -> Result<(), Reason> {
+    let Some(row) = load(conn, community_id, &event.id)? else {
+        return Ok(());
+    };
+    if row.is_top_level() {
+        super::channel_state::note_timeline_arrival(conn, community_id, channel_id, received_at)?;
+    }
+    if let Some(root) = &row.root_id {
+        with_conn!(conn, |c| diesel::update(
+            thread_metadata::table
+                .filter(thread_metadata::community_id.eq(community_id))
+                .filter(thread_metadata::event_id.eq(root))
+                .filter(
+                    thread_metadata::last_reply_received_at
+                        .is_null()
+                        .or(thread_metadata::last_reply_received_at.lt(received_at))
+                )
+        )
+        .set(thread_metadata::last_reply_received_at.eq(received_at))
+        .execute(c))?;
+    }
+    Ok(())
+}

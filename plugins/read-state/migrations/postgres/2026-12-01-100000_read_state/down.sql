@@ -1,0 +1,3 @@
+DROP TABLE read_state_mentions;
+DROP TABLE read_state_frontiers;
+DROP TABLE read_state_accounts;

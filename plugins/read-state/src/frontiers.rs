@@ -1,0 +1,203 @@
+//! The plugin's own tables (`migrations/`): accounts (`started_at`), frontiers (one row
+//! per channel timeline, `root_id = ''`, and per thread: position, whole-channel cut,
+//! following) and mentions. Every position only moves forward: each upsert keeps the
+//! larger of the stored and the new value.
+
+use crate::sql::{sql, OptI64, I64};
+use buzz_core::error::Reason;
+use buzz_core::store::Conn;
+use buzz_core::with_conn;
+use diesel::sql_types::{BigInt, Bool, Text};
+use diesel::{QueryableByName, RunQueryDsl};
+
+/// The channel timeline's `root_id`.
+pub(crate) const TIMELINE: &str = "";
+
+/// Where one scope's row points.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Frontier {
+    pub position: i64,
+    pub cut: i64,
+    pub following: bool,
+}
+
+#[derive(QueryableByName)]
+struct FrontierRow {
+    #[diesel(sql_type = BigInt)]
+    position: i64,
+    #[diesel(sql_type = BigInt)]
+    cut: i64,
+    #[diesel(sql_type = Bool)]
+    following: bool,
+}
+
+/// One scope of one signer: `(community, pubkey, channel, root)`; `root` is
+/// [`TIMELINE`] for the channel timeline.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Key<'a> {
+    pub community_id: i64,
+    pub pubkey: &'a str,
+    pub channel_id: &'a str,
+    pub root_id: &'a str,
+}
+
+/// How an upsert treats an existing row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Upsert {
+    /// Move position/cut forward; leave `following` as it is (the timeline, thread
+    /// marks).
+    Advance,
+    /// Move forward and follow again (your own reply, a follow intent).
+    AdvanceAndFollow,
+    /// A mention: an unfollowed thread is followed again and caught up to just before
+    /// the mention; a followed one keeps its position.
+    Mention,
+    /// Only a new row (replies to your top-level, DM replies): a sticky unfollow stays.
+    IfAbsent,
+    /// Unfollow: keep the row, stop following.
+    Unfollow,
+}
+
+const INSERT: &str = "INSERT INTO read_state_frontiers \
+    (community_id, pubkey, channel_id, root_id, position, cut, following) \
+    VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (community_id, pubkey, channel_id, root_id) ";
+
+const FORWARD: &str = "DO UPDATE SET \
+    position = CASE WHEN excluded.position > read_state_frontiers.position \
+        THEN excluded.position ELSE read_state_frontiers.position END, \
+    cut = CASE WHEN excluded.cut > read_state_frontiers.cut \
+        THEN excluded.cut ELSE read_state_frontiers.cut END";
+
+/// Write one frontier row as `how` says. `following` is what a new row gets.
+pub(crate) fn upsert(
+    conn: &mut Conn<'_>,
+    key: Key<'_>,
+    position: i64,
+    cut: i64,
+    how: Upsert,
+) -> Result<(), Reason> {
+    let (tail, following) = match how {
+        Upsert::Advance => (FORWARD.to_owned(), true),
+        Upsert::AdvanceAndFollow => (format!("{FORWARD}, following = TRUE"), true),
+        Upsert::Mention => (
+            "DO UPDATE SET \
+             position = CASE WHEN read_state_frontiers.following = FALSE \
+                 AND excluded.position > read_state_frontiers.position \
+                 THEN excluded.position ELSE read_state_frontiers.position END, \
+             following = TRUE"
+                .to_owned(),
+            true,
+        ),
+        Upsert::IfAbsent => ("DO NOTHING".to_owned(), true),
+        Upsert::Unfollow => ("DO UPDATE SET following = FALSE".to_owned(), false),
+    };
+    let text = sql(conn.backend(), &format!("{INSERT}{tail}"));
+    with_conn!(conn, |c| diesel::sql_query(&text)
+        .bind::<BigInt, _>(key.community_id)
+        .bind::<Text, _>(key.pubkey)
+        .bind::<Text, _>(key.channel_id)
+        .bind::<Text, _>(key.root_id)
+        .bind::<BigInt, _>(position)
+        .bind::<BigInt, _>(cut)
+        .bind::<Bool, _>(following)
+        .execute(c))?;
+    Ok(())
+}
+
+/// The row of one scope, if any.
+pub(crate) fn load(conn: &mut Conn<'_>, key: Key<'_>) -> Result<Option<Frontier>, Reason> {
+    let text = sql(
+        conn.backend(),
+        "SELECT position, cut, following FROM read_state_frontiers \
+         WHERE community_id = ? AND pubkey = ? AND channel_id = ? AND root_id = ?",
+    );
+    let rows: Vec<FrontierRow> = with_conn!(conn, |c| diesel::sql_query(&text)
+        .bind::<BigInt, _>(key.community_id)
+        .bind::<Text, _>(key.pubkey)
+        .bind::<Text, _>(key.channel_id)
+        .bind::<Text, _>(key.root_id)
+        .load(c))?;
+    Ok(rows.into_iter().next().map(|r| Frontier {
+        position: r.position,
+        cut: r.cut,
+        following: r.following,
+    }))
+}
+
+/// When the signer's account started (its first read intent), if it has.
+pub(crate) fn started_at(
+    conn: &mut Conn<'_>,
+    community_id: i64,
+    pubkey: &str,
+) -> Result<Option<i64>, Reason> {
+    let text = sql(
+        conn.backend(),
+        "SELECT started_at AS v FROM read_state_accounts WHERE community_id = ? AND pubkey = ?",
+    );
+    let rows: Vec<I64> = with_conn!(conn, |c| diesel::sql_query(&text)
+        .bind::<BigInt, _>(community_id)
+        .bind::<Text, _>(pubkey)
+        .load(c))?;
+    Ok(rows.into_iter().next().map(|r| r.v))
+}
+
+/// Start the signer's account at `now` unless it has started; returns `started_at`.
+pub(crate) fn ensure_account(
+    conn: &mut Conn<'_>,
+    community_id: i64,
+    pubkey: &str,
+    now: i64,
+) -> Result<i64, Reason> {
+    let text = sql(
+        conn.backend(),
+        "INSERT INTO read_state_accounts (community_id, pubkey, started_at) VALUES (?, ?, ?) \
+         ON CONFLICT (community_id, pubkey) DO NOTHING",
+    );
+    with_conn!(conn, |c| diesel::sql_query(&text)
+        .bind::<BigInt, _>(community_id)
+        .bind::<Text, _>(pubkey)
+        .bind::<BigInt, _>(now)
+        .execute(c))?;
+    started_at(conn, community_id, pubkey)?.ok_or_else(|| {
+        Reason::Internal(anyhow::anyhow!("read-state account vanished after insert"))
+    })
+}
+
+/// Record that `key`'s signer is mentioned by `event_id` (arrived at `received_at`).
+pub(crate) fn add_mention(
+    conn: &mut Conn<'_>,
+    key: Key<'_>,
+    received_at: i64,
+    event_id: &str,
+) -> Result<(), Reason> {
+    let text = sql(
+        conn.backend(),
+        "INSERT INTO read_state_mentions \
+         (community_id, pubkey, channel_id, root_id, received_at, event_id) \
+         VALUES (?, ?, ?, ?, ?, ?) \
+         ON CONFLICT (community_id, event_id, pubkey, root_id) DO NOTHING",
+    );
+    with_conn!(conn, |c| diesel::sql_query(&text)
+        .bind::<BigInt, _>(key.community_id)
+        .bind::<Text, _>(key.pubkey)
+        .bind::<Text, _>(key.channel_id)
+        .bind::<Text, _>(key.root_id)
+        .bind::<BigInt, _>(received_at)
+        .bind::<Text, _>(event_id)
+        .execute(c))?;
+    Ok(())
+}
+
+/// Row counts of the three tables, for the admin panel (sizes, never contents).
+pub(crate) fn table_sizes(conn: &mut Conn<'_>) -> Result<(i64, i64, i64), Reason> {
+    let mut count = |table: &str| -> Result<i64, Reason> {
+        let text = format!("SELECT COUNT(*) AS v FROM {table}");
+        let rows: Vec<OptI64> = with_conn!(&mut *conn, |c| diesel::sql_query(&text).load(c))?;
+        Ok(rows.into_iter().next().and_then(|r| r.v).unwrap_or(0))
+    };
+    Ok((
+        count("read_state_accounts")?,
+        count("read_state_frontiers")?,
+        count("read_state_mentions")?,
+    ))
+}

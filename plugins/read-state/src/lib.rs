@@ -1,0 +1,133 @@
+//! `read_state`: the private `/buzz/v1` read-state API (sidebar, read positions, follows
+//! and fixed-operand intents). Disabled by default: `[plugins.read_state] enabled = true`
+//! or `BUZZ_V1_ENABLED=true`.
+//!
+//! Conversation history, live events, edits and deletion stay Nostr-authoritative; this
+//! API only answers "what is new for me" and records what the signer read. Positions are
+//! relay arrival times (`events.received_at`, microseconds), never author time; clients
+//! name message ids only and never see a position.
+//!
+//! | file | concern |
+//! |---|---|
+//! | `lib.rs` | manifest: name, config section, env alias, tables, admin panel |
+//! | `plugin.rs` | the running plugin: ingest hook, routes, NIP-11 `buzz_v1` |
+//! | `ingest.rs` | in the message's transaction: posting marks read, follows, mentions, joins |
+//! | `frontiers.rs` | the plugin's tables: accounts, positions, follows, mentions |
+//! | `scope.rs` | per-scope reads: unread probe, mention count, divider, mark arithmetic |
+//! | `sidebar.rs` | `GET /buzz/v1/me/sidebar` |
+//! | `intents.rs` | `POST /buzz/v1/me/read-state` |
+//! | `contexts.rs` | `GET /buzz/v1/me/read-state?targets=` |
+//! | `http.rs` | the API's error body, request ids, cache headers, query parsing, bounds |
+//! | `sql.rs` | one SQL text for both backends |
+//!
+//! Not part of this relay (the spec mentions them): NIP-FI admission, NIP-OA admission
+//! and NIP-RS. Every request is plain NIP-98; there is no NIP-RS state to keep apart.
+
+mod contexts;
+mod frontiers;
+mod http;
+mod ingest;
+mod intents;
+mod plugin;
+mod scope;
+mod sidebar;
+mod sql;
+
+pub use plugin::ReadState;
+
+use buzz_core::error::Reason;
+use buzz_core::plugin::{AdminPanel, Plugin, PluginManifest, PluginMigrations, Services};
+use buzz_core::store::Conn;
+use diesel_migrations::{embed_migrations, EmbeddedMigrations};
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// The config name: `[plugins.read_state]`.
+pub const NAME: &str = "read_state";
+/// The NIP-11 field advertising the API.
+pub const NIP11_FIELD: &str = "buzz_v1";
+/// Mount point of every route.
+pub const BASE_PATH: &str = "/buzz/v1";
+/// Sidebar route.
+pub const SIDEBAR_PATH: &str = "/buzz/v1/me/sidebar";
+/// Intents (POST) and explicit contexts (GET).
+pub const READ_STATE_PATH: &str = "/buzz/v1/me/read-state";
+/// Rows per sidebar page and channels per `channel_ids` refresh.
+pub const MAX_CHANNELS: usize = 20;
+/// Intents per POST.
+pub const MAX_INTENTS: usize = 100;
+/// Contexts per GET.
+pub const MAX_CONTEXTS: usize = 20;
+/// Message selectors per GET, all contexts together.
+pub const MAX_CONTEXT_MESSAGES: usize = 100;
+/// Largest intent body, bytes.
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+/// Longest request target (path and query), bytes.
+pub const MAX_URL_BYTES: usize = 16 * 1024;
+/// Kinds that count as messages (the relay's conversation kinds).
+pub const ELIGIBLE_KINDS: [u32; 4] = buzz_core::channels::kinds::CONVERSATION;
+
+static SQLITE: EmbeddedMigrations = embed_migrations!("migrations/sqlite");
+static POSTGRES: EmbeddedMigrations = embed_migrations!("migrations/postgres");
+
+/// `[plugins.read_state]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Shared deadline for processing one POST's intents after admission; intents not
+    /// finished by then answer `{"status":"unknown","retryable":true}`.
+    pub intent_deadline_ms: u64,
+    /// Largest serialized API response; a larger answer is an error, never a cut list.
+    pub max_response_bytes: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            intent_deadline_ms: 8_000,
+            max_response_bytes: 1024 * 1024,
+        }
+    }
+}
+
+/// The manifest the binary registers.
+pub struct ReadStatePlugin;
+
+impl PluginManifest for ReadStatePlugin {
+    const NAME: &'static str = NAME;
+    const ENABLED_BY_DEFAULT: bool = false;
+    const ENV_ALIASES: &'static [(&'static str, &'static str)] = &[("BUZZ_V1_ENABLED", "enabled")];
+    type Config = Config;
+
+    fn validate(config: &Config) -> anyhow::Result<()> {
+        if config.intent_deadline_ms == 0 {
+            anyhow::bail!("intent_deadline_ms must be at least 1");
+        }
+        if config.max_response_bytes < 1024 {
+            anyhow::bail!("max_response_bytes must be at least 1024");
+        }
+        Ok(())
+    }
+
+    fn migrations() -> Option<PluginMigrations> {
+        Some(PluginMigrations {
+            sqlite: &SQLITE,
+            postgres: &POSTGRES,
+        })
+    }
+
+    /// Sizes only: positions are signer-private and no operator surface shows them.
+    fn admin_panel(config: &Config, conn: &mut Conn<'_>) -> Result<AdminPanel, Reason> {
+        let (accounts, frontiers, mentions) = frontiers::table_sizes(conn)?;
+        Ok(AdminPanel::default()
+            .fact("intent deadline (ms)", config.intent_deadline_ms)
+            .fact("max response bytes", config.max_response_bytes)
+            .fact("accounts", accounts)
+            .fact("frontier rows", frontiers)
+            .fact("mention rows", mentions))
+    }
+
+    fn build(config: Config, services: &Services) -> anyhow::Result<Arc<dyn Plugin>> {
+        Ok(Arc::new(ReadState::new(config, services)))
+    }
+}

@@ -1,0 +1,375 @@
+//! `GET /buzz/v1/me/sidebar`: one row per joined, nondeleted, readable channel, each
+//! page from one snapshot.
+//!
+//! - `?limit=N&cursor=<uuid>`: pages in channel-id order, the cursor exclusive,
+//!   `limit` 1–20 (default 20); `next_cursor` is the last id when more rows follow.
+//! - `?channel_ids=a,b`: refresh 1–20 unique channels, ordered by id, `next_cursor`
+//!   null; not combined with `limit`/`cursor`.
+//!
+//! Cost per channel: nothing new (`channels.last_timeline_received_at` at or before the
+//! position) is one comparison; otherwise an existence probe that stops at the first
+//! message past the position, and a count over the signer's own mentions past it.
+//! Followed threads with nothing new are skipped by their root's
+//! `last_reply_received_at`.
+
+use crate::frontiers::TIMELINE;
+use crate::http::{self, check_url, query_pairs};
+use crate::plugin::{snapshot, ReadState};
+use crate::scope::{self, Scope, Skew};
+use crate::sql::{load, Val};
+use crate::{frontiers, MAX_CHANNELS, MAX_URL_BYTES};
+use buzz_core::channels::validate::is_lowercase_uuid;
+use buzz_core::error::Reason;
+use buzz_core::plugin::{PluginRequest, PluginResponse, RouteHandler};
+use buzz_core::store::Conn;
+use diesel::sql_types::{BigInt, Bool, Nullable, Text};
+use diesel::QueryableByName;
+use serde_json::{json, Value};
+use std::sync::Arc;
+
+pub(crate) struct Sidebar(pub(crate) Arc<ReadState>);
+
+/// What the query asked for.
+#[derive(Debug, PartialEq, Eq)]
+enum Ask {
+    Page {
+        limit: usize,
+        cursor: Option<String>,
+    },
+    Refresh(Vec<String>),
+}
+
+fn parse(query: &str) -> Result<Ask, Reason> {
+    let pairs = query_pairs(query, &["limit", "cursor", "channel_ids"])?;
+    let get = |name: &str| pairs.iter().find(|(n, _)| n == name).map(|(_, v)| v);
+    if let Some(ids) = get("channel_ids") {
+        if get("limit").is_some() || get("cursor").is_some() {
+            return Err(Reason::invalid(
+                "channel_ids cannot be combined with limit or cursor",
+            ));
+        }
+        let mut list: Vec<String> = ids.split(',').map(str::to_owned).collect();
+        if list.len() > MAX_CHANNELS {
+            return Err(Reason::invalid(format!(
+                "channel_ids names at most {MAX_CHANNELS} channels"
+            )));
+        }
+        if let Some(bad) = list.iter().find(|id| !is_lowercase_uuid(id)) {
+            return Err(Reason::invalid(format!(
+                "channel_ids: {bad:?} is not a lowercase UUID"
+            )));
+        }
+        list.sort();
+        let n = list.len();
+        list.dedup();
+        if list.len() != n {
+            return Err(Reason::invalid("channel_ids must be unique"));
+        }
+        return Ok(Ask::Refresh(list));
+    }
+    let limit = match get("limit") {
+        None => MAX_CHANNELS,
+        Some(v) => match v.parse::<usize>() {
+            Ok(n) if (1..=MAX_CHANNELS).contains(&n) && v.bytes().all(|b| b.is_ascii_digit()) => n,
+            _ => {
+                return Err(Reason::invalid(format!(
+                    "limit must be an integer from 1 to {MAX_CHANNELS}"
+                )))
+            }
+        },
+    };
+    let cursor = match get("cursor") {
+        None => None,
+        Some(c) if is_lowercase_uuid(c) => Some(c.clone()),
+        Some(_) => {
+            return Err(Reason::invalid(
+                "cursor must be a channel id (lowercase UUID)",
+            ))
+        }
+    };
+    Ok(Ask::Page { limit, cursor })
+}
+
+#[async_trait::async_trait]
+impl RouteHandler for Sidebar {
+    async fn handle(&self, request: PluginRequest) -> Result<PluginResponse, Reason> {
+        check_url(&request, MAX_URL_BYTES)?;
+        let ask = parse(&request.query)?;
+        let rs = &self.0;
+        let me = rs.admit(&request.ctx).await?;
+        let cid = request.ctx.community_id();
+
+        let joined = {
+            let me = me.clone();
+            rs.services
+                .store
+                .read(move |mut conn| joined_channels(&mut conn, cid, &me))
+                .await?
+        };
+        let (candidates, limit) = match &ask {
+            Ask::Page { limit, cursor } => (
+                joined
+                    .into_iter()
+                    .filter(|id| cursor.as_ref().is_none_or(|c| id > c))
+                    .collect::<Vec<_>>(),
+                *limit,
+            ),
+            Ask::Refresh(ids) => (
+                joined.into_iter().filter(|id| ids.contains(id)).collect(),
+                MAX_CHANNELS,
+            ),
+        };
+        // Access decides over the candidates only up to one row past the page, so a
+        // page costs its own channels, not the signer's whole membership.
+        let mut page = Vec::new();
+        let mut more = false;
+        'chunks: for chunk in candidates.chunks(limit + 1) {
+            for id in rs.readable(&request.ctx, chunk.to_vec()).await? {
+                if page.len() == limit {
+                    more = true;
+                    break 'chunks;
+                }
+                page.push(id);
+            }
+        }
+        let now = rs.now_micros();
+        let skew = rs.skew;
+        let rows = {
+            let (me, page) = (me.clone(), page.clone());
+            rs.services
+                .store
+                .read(move |mut conn| {
+                    snapshot(&mut conn, |conn| rows(conn, cid, &me, &page, now, skew))
+                })
+                .await?
+        };
+        let next_cursor = match (&ask, more) {
+            (Ask::Page { .. }, true) => page.last().map(|id| json!(id)).unwrap_or(Value::Null),
+            _ => Value::Null,
+        };
+        http::ok(
+            &json!({ "channels": rows, "next_cursor": next_cursor }),
+            rs.config.max_response_bytes,
+        )
+    }
+
+    fn error_response(&self, reason: &Reason) -> PluginResponse {
+        http::error(reason)
+    }
+}
+
+#[derive(QueryableByName)]
+struct ChannelId {
+    #[diesel(sql_type = Text)]
+    id: String,
+}
+
+/// The signer's joined, nondeleted channels, by id.
+fn joined_channels(conn: &mut Conn<'_>, cid: i64, me: &str) -> Result<Vec<String>, Reason> {
+    let rows: Vec<ChannelId> = load(
+        conn,
+        "SELECT c.id AS id FROM channel_members m JOIN channels c \
+         ON c.community_id = m.community_id AND c.id = m.channel_id \
+         WHERE m.community_id = ? AND m.pubkey = ? AND c.deleted_at IS NULL ORDER BY c.id",
+        &[Val::I(cid), Val::T(me)],
+    )?;
+    Ok(rows.into_iter().map(|r| r.id).collect())
+}
+
+#[derive(QueryableByName)]
+struct ChannelState {
+    #[diesel(sql_type = Text)]
+    id: String,
+    #[diesel(sql_type = Text)]
+    name: String,
+    #[diesel(sql_type = Text)]
+    channel_type: String,
+    #[diesel(sql_type = Bool)]
+    archived: bool,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    last_timeline_received_at: Option<i64>,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    position: Option<i64>,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    cut: Option<i64>,
+}
+
+#[derive(QueryableByName)]
+struct Followed {
+    #[diesel(sql_type = Text)]
+    root_id: String,
+    #[diesel(sql_type = BigInt)]
+    position: i64,
+    #[diesel(sql_type = BigInt)]
+    last_reply_received_at: i64,
+}
+
+/// The rows of `page` (ids in order), all read on the caller's snapshot. A channel no
+/// longer joined or deleted at this snapshot has no row.
+fn rows(
+    conn: &mut Conn<'_>,
+    cid: i64,
+    me: &str,
+    page: &[String],
+    now: i64,
+    skew: Skew,
+) -> Result<Vec<Value>, Reason> {
+    if page.is_empty() {
+        return Ok(Vec::new());
+    }
+    // Nothing counts before the first read intent: without an account every position is
+    // floored at this moment.
+    let started = frontiers::started_at(conn, cid, me)?.unwrap_or(now);
+    let marks = vec!["?"; page.len()].join(", ");
+    let text = format!(
+        "SELECT c.id AS id, c.name AS name, c.channel_type AS channel_type, \
+         c.archived AS archived, c.last_timeline_received_at AS last_timeline_received_at, \
+         f.position AS position, f.cut AS cut \
+         FROM channel_members m JOIN channels c \
+         ON c.community_id = m.community_id AND c.id = m.channel_id \
+         LEFT JOIN read_state_frontiers f ON f.community_id = m.community_id \
+         AND f.pubkey = m.pubkey AND f.channel_id = m.channel_id AND f.root_id = '' \
+         WHERE m.community_id = ? AND m.pubkey = ? AND c.deleted_at IS NULL \
+         AND m.channel_id IN ({marks}) ORDER BY c.id"
+    );
+    let mut binds = vec![Val::I(cid), Val::T(me)];
+    binds.extend(page.iter().map(|id| Val::T(id)));
+    let channels: Vec<ChannelState> = load(conn, &text, &binds)?;
+    channels
+        .into_iter()
+        .map(|ch| row(conn, cid, me, ch, started, skew))
+        .collect()
+}
+
+fn row(
+    conn: &mut Conn<'_>,
+    cid: i64,
+    me: &str,
+    ch: ChannelState,
+    started: i64,
+    skew: Skew,
+) -> Result<Value, Reason> {
+    let floor = started.max(ch.cut.unwrap_or(0));
+    let position = ch.position.unwrap_or(0).max(floor);
+    let timeline = Scope::Timeline { channel: &ch.id };
+    // One comparison when nothing arrived in the timeline since the position.
+    let news = ch.last_timeline_received_at.is_some_and(|l| l > position);
+    let unread = news && scope::unread(conn, cid, timeline, position, skew)?;
+    let mentions = if news {
+        scope::mentions(conn, cid, me, &ch.id, TIMELINE, position)?
+    } else {
+        0
+    };
+    let read_through = scope::read_through(conn, cid, timeline, position, skew)?;
+    let threads = threads(conn, cid, me, &ch.id, floor, skew)?;
+    Ok(json!({
+        "channel_id": ch.id,
+        "name": ch.name,
+        "channel_type": ch.channel_type,
+        "archived": ch.archived,
+        // Hiding is client-owned presentation; the relay never hides a row.
+        "hidden": false,
+        "unread": unread,
+        "mentions": mentions,
+        "read_through_id": read_through,
+        "threads": threads,
+    }))
+}
+
+/// Every followed thread of the channel with an unread reply, newest latest reply
+/// (author time) first, then by root id. No cap.
+fn threads(
+    conn: &mut Conn<'_>,
+    cid: i64,
+    me: &str,
+    channel: &str,
+    floor: i64,
+    skew: Skew,
+) -> Result<Vec<Value>, Reason> {
+    let followed: Vec<Followed> = load(
+        conn,
+        "SELECT f.root_id AS root_id, f.position AS position, \
+         r.last_reply_received_at AS last_reply_received_at \
+         FROM read_state_frontiers f JOIN thread_metadata r \
+         ON r.community_id = f.community_id AND r.event_id = f.root_id \
+         WHERE f.community_id = ? AND f.pubkey = ? AND f.channel_id = ? \
+         AND f.root_id <> '' AND f.following = TRUE AND r.last_reply_received_at > ?",
+        &[Val::I(cid), Val::T(me), Val::T(channel), Val::I(floor)],
+    )?;
+    let mut out = Vec::new();
+    for thread in followed {
+        let position = thread.position.max(floor);
+        if thread.last_reply_received_at <= position {
+            continue;
+        }
+        let scope = Scope::Thread {
+            channel,
+            root: &thread.root_id,
+        };
+        if !scope::unread(conn, cid, scope, position, skew)? {
+            continue;
+        }
+        let Some(latest) = scope::latest(conn, cid, scope)? else {
+            continue;
+        };
+        let mentions = scope::mentions(conn, cid, me, channel, &thread.root_id, position)?;
+        let read_through = scope::read_through(conn, cid, scope, position, skew)?;
+        out.push((
+            latest.created_at,
+            thread.root_id.clone(),
+            json!({
+                "root_id": thread.root_id,
+                "unread": true,
+                "mentions": mentions,
+                "read_through_id": read_through,
+                "latest_id": latest.id,
+            }),
+        ));
+    }
+    out.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    Ok(out.into_iter().map(|(_, _, v)| v).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: &str = "00000000-0000-4000-8000-000000000001";
+    const B: &str = "00000000-0000-4000-8000-000000000002";
+
+    #[test]
+    fn queries_parse_strictly() {
+        assert_eq!(
+            parse("").expect("empty"),
+            Ask::Page {
+                limit: 20,
+                cursor: None
+            }
+        );
+        assert_eq!(
+            parse(&format!("limit=5&cursor={A}")).expect("page"),
+            Ask::Page {
+                limit: 5,
+                cursor: Some(A.into())
+            }
+        );
+        assert_eq!(
+            parse(&format!("channel_ids={B},{A}")).expect("refresh"),
+            Ask::Refresh(vec![A.into(), B.into()])
+        );
+        for bad in [
+            "limit=0".to_owned(),
+            "limit=21".to_owned(),
+            "limit=+5".to_owned(),
+            "cursor=x".to_owned(),
+            format!("channel_ids={A},{A}"),
+            format!("channel_ids={A}&limit=2"),
+            format!("channel_ids={A}&cursor={B}"),
+            "channel_ids=".to_owned(),
+            "other=1".to_owned(),
+            format!("channel_ids={}", vec![A; 21].join(",")),
+        ] {
+            assert!(parse(&bad).is_err(), "{bad} must be refused");
+        }
+    }
+}
