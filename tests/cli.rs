@@ -62,7 +62,8 @@ fn migrate_status_then_migrate_then_status() {
     assert!(
         ok && text.contains("applied  20261129000001")
             && text.contains("applied  20261130000001")
-            && text.contains("applied  20261201000001")
+            && text.contains("applied  20261201000001  artifacts")
+            && text.contains("applied  20261201000002  core")
             && text.contains("applied  20261201100000  read_state")
             && text.contains("0 pending"),
         "{text}"

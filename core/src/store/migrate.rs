@@ -140,6 +140,22 @@ impl Migrations {
             .map_err(|e| StoreError::Migration(e.to_string()))
     }
 
+    /// Every migration of every set, as (version, owner); a version used twice is an
+    /// error naming both owners.
+    pub fn check_unique_versions(&self) -> Result<(), StoreError> {
+        self.pool
+            .with_conn(|conn| {
+                let known = match conn {
+                    Conn::Sqlite(_) => {
+                        self.known(|set| versions::<diesel::sqlite::Sqlite>(set.sqlite))?
+                    }
+                    Conn::Pg(_) => self.known(|set| versions::<diesel::pg::Pg>(set.postgres))?,
+                };
+                unique_versions(&known)
+            })
+            .map_err(|e| StoreError::Migration(e.to_string()))
+    }
+
     /// Every migration of every set, as (version, owner).
     fn known(
         &self,
@@ -162,6 +178,16 @@ impl Migrations {
     pub fn run_pending(&self) -> Result<Vec<MigrationId>, StoreError> {
         self.pool
             .with_conn(|mut conn| {
+                // diesel records applied migrations by version alone: a version two
+                // components share would apply only the first and skip the other's
+                // tables without a word.
+                let known = match &conn {
+                    Conn::Sqlite(_) => {
+                        self.known(|set| versions::<diesel::sqlite::Sqlite>(set.sqlite))?
+                    }
+                    Conn::Pg(_) => self.known(|set| versions::<diesel::pg::Pg>(set.postgres))?,
+                };
+                unique_versions(&known)?;
                 let mut done = Vec::new();
                 for set in &self.sets {
                     let versions = match &mut conn {
@@ -181,4 +207,18 @@ impl Migrations {
             })
             .map_err(|e| StoreError::Migration(format!("{e:#}")))
     }
+}
+
+/// Refuse two migrations with one version (the owners named).
+fn unique_versions(known: &[(String, &'static str)]) -> Result<(), Reason> {
+    let mut seen: std::collections::HashMap<&str, &str> = std::collections::HashMap::new();
+    for (version, owner) in known {
+        if let Some(first) = seen.insert(version.as_str(), owner) {
+            return Err(Reason::Internal(anyhow::anyhow!(
+                "migration version {version} is used by both {first} and {owner}: \
+                 give one of them another date or number"
+            )));
+        }
+    }
+    Ok(())
 }
