@@ -70,3 +70,10 @@ impl BenchStorage {
         })
     }
 }
+
+/// The `pct`th percentile of `sorted` latencies (nearest rank, clamped to the last;
+/// zero for none), as the benchmarks print them.
+pub fn percentile(sorted: &[std::time::Duration], pct: usize) -> std::time::Duration {
+    let index = (sorted.len() * pct / 100).min(sorted.len().saturating_sub(1));
+    sorted.get(index).copied().unwrap_or_default()
+}

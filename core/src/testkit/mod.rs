@@ -11,7 +11,7 @@ mod pg;
 mod relay;
 mod ws;
 
-pub use bench::BenchStorage;
+pub use bench::{percentile, BenchStorage};
 pub use http::HttpClient;
 pub use pg::PgDatabase;
 pub use relay::{TestBackend, TestRelay};

@@ -4,6 +4,7 @@
 use anyhow::bail;
 use buzz_core::event::Event;
 use buzz_core::keys::Keys;
+use buzz_core::testkit::percentile;
 use buzz_core::testkit::HttpClient;
 use futures_util::future::join_all;
 use serde_json::Value;
@@ -14,11 +15,6 @@ pub(crate) struct Latency {
     pub(crate) p50: Duration,
     pub(crate) p99: Duration,
     pub(crate) events: usize,
-}
-
-fn percentile(sorted: &[Duration], pct: usize) -> Duration {
-    let index = (sorted.len() * pct / 100).min(sorted.len().saturating_sub(1));
-    sorted.get(index).copied().unwrap_or_default()
 }
 
 pub(crate) async fn query(

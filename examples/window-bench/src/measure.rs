@@ -4,6 +4,7 @@
 use anyhow::{bail, Context};
 use buzz_core::event::Event;
 use buzz_core::keys::Keys;
+use buzz_core::testkit::percentile;
 use buzz_core::testkit::HttpClient;
 use serde_json::Value;
 use std::time::{Duration, Instant};
@@ -32,11 +33,6 @@ pub(crate) async fn query(
     let bytes = answer.to_string().len();
     let events = serde_json::from_value(answer).context("answer is not an event array")?;
     Ok((events, bytes))
-}
-
-fn percentile(sorted: &[Duration], pct: usize) -> Duration {
-    let index = (sorted.len() * pct / 100).min(sorted.len().saturating_sub(1));
-    sorted.get(index).copied().unwrap_or_default()
 }
 
 /// Run `filters` `warmup + iterations` times; percentiles over the timed iterations.
