@@ -7,6 +7,8 @@ use buzz_core::plugin::{PluginCatalog, PluginEntry};
 pub fn catalog() -> PluginCatalog {
     PluginCatalog::new()
         .with(PluginEntry::of::<buzz_channel_windows::ChannelWindowsPlugin>())
+        // Before artifacts: it claims NIP-AR's "snapshot" filters, artifacts the rest.
+        .with(PluginEntry::of::<buzz_snapshot::SnapshotPlugin>())
         .with(PluginEntry::of::<buzz_artifacts::ArtifactsPlugin>())
         .with(PluginEntry::of::<buzz_read_state::ReadStatePlugin>())
 }

@@ -45,6 +45,16 @@ pub enum Reason {
     /// (`error:`, HTTP 503).
     #[error("error: {0}")]
     Unavailable(String),
+    /// A refusal with a machine-readable code of its own: an extension whose spec fixes
+    /// its error contract (NIP-AR's snapshot codes, say). HTTP `status` with the body
+    /// `{"error": code, "code": code}`; on NIP-01 the prefix follows the status
+    /// (`invalid:` for 4xx but 409 `conflict:`, `error:` for 5xx) then the code.
+    #[error("{}: {code}: {message}", coded_prefix(*.status))]
+    Coded {
+        status: u16,
+        code: &'static str,
+        message: String,
+    },
     /// A community policy script failed (error, deadline, memory). Fails closed; the
     /// client sees `error: policy failure` (HTTP 500), operators the cause.
     #[error("policy failure: {0}")]
@@ -89,6 +99,7 @@ impl Reason {
             Reason::Duplicate(_) => "duplicate",
             Reason::Conflict(_) => "conflict",
             Reason::Unavailable(_) | Reason::PolicyFailure(_) | Reason::Internal(_) => "error",
+            Reason::Coded { status, .. } => coded_prefix(*status),
         }
     }
 
@@ -105,7 +116,25 @@ impl Reason {
             Reason::NotFound(_) => 404,
             Reason::Unavailable(_) => 503,
             Reason::Internal(_) | Reason::PolicyFailure(_) => 500,
+            Reason::Coded { status, .. } => *status,
         }
+    }
+
+    /// The machine-readable code of a [`Reason::Coded`] refusal.
+    pub fn code(&self) -> Option<&'static str> {
+        match self {
+            Reason::Coded { code, .. } => Some(code),
+            _ => None,
+        }
+    }
+}
+
+/// The NIP-01 prefix of a coded refusal, from its HTTP status.
+fn coded_prefix(status: u16) -> &'static str {
+    match status {
+        409 => "conflict",
+        400..=499 => "invalid",
+        _ => "error",
     }
 }
 
@@ -159,6 +188,24 @@ mod tests {
             (Reason::Conflict("x".into()), "conflict: x", 409),
             (Reason::NotFound("x".into()), "invalid: x", 404),
             (Reason::Unavailable("x".into()), "error: x", 503),
+            (
+                Reason::Coded {
+                    status: 409,
+                    code: "x_reset",
+                    message: "x".into(),
+                },
+                "conflict: x_reset: x",
+                409,
+            ),
+            (
+                Reason::Coded {
+                    status: 503,
+                    code: "x_down",
+                    message: "x".into(),
+                },
+                "error: x_down: x",
+                503,
+            ),
         ];
         for (reason, text, status) in cases {
             assert_eq!(

@@ -63,6 +63,19 @@ impl Keys {
         }
     }
 
+    /// A 32-byte secret for one purpose (`label`), derived from this key: SHA-256 over
+    /// the label's length, the label and the secret key. Every relay process holding the
+    /// same key derives the same value (tokens one process issues, another verifies),
+    /// and no derived value reveals the key or another label's value.
+    pub fn derive_secret(&self, label: &str) -> [u8; 32] {
+        use sha2::{Digest, Sha256};
+        let mut hasher = Sha256::new();
+        hasher.update((label.len() as u64).to_be_bytes());
+        hasher.update(label.as_bytes());
+        hasher.update(self.keypair.secret_bytes());
+        hasher.finalize().into()
+    }
+
     /// The x-only public key as 64 lowercase hex characters.
     pub fn pubkey(&self) -> &str {
         &self.pubkey_hex

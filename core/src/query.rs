@@ -88,8 +88,15 @@ impl QueryService {
         // Claims first, so a plugin's filter is judged by its own rules only.
         let mut claimed: Vec<(usize, Vec<Filter>)> = Vec::new();
         let mut standard = Vec::new();
+        let count = filters.len();
         for filter in filters {
-            match self.plugins.iter().position(|p| p.claims_filter(&filter)) {
+            let claimant = self.plugins.iter().position(|p| p.claims_filter(&filter));
+            if let Some(i) = claimant.filter(|&i| self.plugins[i].is_action(&filter)) {
+                if let Err(why) = check_action(ctx, count, self.plugins[i].name()) {
+                    return Err(self.plugins[i].refuse_action(why));
+                }
+            }
+            match claimant {
                 Some(i) => match claimed.iter_mut().find(|(p, _)| *p == i) {
                     Some((_, list)) => list.push(filter),
                     None => claimed.push((i, vec![filter])),
@@ -189,6 +196,17 @@ impl QueryService {
         }
         Ok(result)
     }
+}
+
+/// An action filter (see [`Plugin::is_action`]) is the whole query, over HTTP.
+fn check_action(ctx: &ConnCtx, filters: usize, plugin: &str) -> Result<(), String> {
+    if ctx.transport != crate::ctx::Transport::Http {
+        return Err(format!("{plugin} actions are served over POST /query only"));
+    }
+    if filters != 1 {
+        return Err("an action filter must be the only filter of its query".into());
+    }
+    Ok(())
 }
 
 /// How many filters, and how many values in each and in all: every value is an SQL

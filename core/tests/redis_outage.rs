@@ -8,49 +8,11 @@
 //! `redis-server` on the PATH); without it, one `skipped:` line (a failure under `CI`).
 
 use buzz_core::keys::Keys;
-use buzz_core::testkit::{now, redis_url, TestBackend, TestRelay};
+use buzz_core::testkit::{now, redis_url, OwnRedis, TestBackend, TestRelay};
 use serde_json::json;
 use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
+
 use std::time::{Duration, Instant};
-
-/// A `redis-server` of this test's own.
-struct OwnRedis {
-    child: Child,
-    port: u16,
-}
-
-impl OwnRedis {
-    async fn start(port: u16) -> OwnRedis {
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server on the PATH");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_err()
-        {
-            assert!(Instant::now() < deadline, "redis-server did not start");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        OwnRedis { child, port }
-    }
-
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for OwnRedis {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_outage_fails_closed_then_recovers() {

@@ -10,6 +10,7 @@
 //! access-changing event is stored, here or in another relay process.
 
 mod actions;
+mod authority;
 mod cache;
 mod changes;
 mod facts;
@@ -33,6 +34,7 @@ use read::ChannelTable;
 use std::sync::Arc;
 
 pub(crate) use actions::classify;
+pub use authority::Authority;
 pub use policies::{reload_on_sighup, CommunityPolicies, CommunityScripts};
 
 pub struct AccessService {

@@ -10,9 +10,31 @@ pub(crate) fn status(reason: &Reason) -> StatusCode {
     StatusCode::from_u16(reason.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
 }
 
-/// The JSON error every core HTTP route answers with.
+/// The JSON error every core HTTP route answers with: `{"error": "<wire text>"}`, or for
+/// a coded refusal exactly the body its spec fixes, `{"error": code, "code": code}`, with
+/// the human text in the `Buzz-Error-Detail` header (the body has no room for it).
 pub(crate) fn error_response(reason: &Reason) -> HttpResponse {
-    HttpResponse::build(status(reason)).json(serde_json::json!({ "error": reason.wire_text() }))
+    match reason {
+        Reason::Coded { code, message, .. } => HttpResponse::build(status(reason))
+            .insert_header(("Buzz-Error-Detail", header_text(message)))
+            .json(serde_json::json!({ "error": code, "code": code })),
+        _ => HttpResponse::build(status(reason))
+            .json(serde_json::json!({ "error": reason.wire_text() })),
+    }
+}
+
+/// `text` as a header value: visible ASCII and spaces only, at most 512 bytes.
+fn header_text(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_ascii_graphic() || c == ' ' {
+                c
+            } else {
+                '?'
+            }
+        })
+        .take(512)
+        .collect()
 }
 
 /// A plugin's plain response as an actix response.

@@ -24,7 +24,9 @@
 //!   claimed, before anything is served; the first rejection wins.
 //! - **Filter claims** ([`Plugin::claims_filter`] / [`Plugin::answer_claimed`]):
 //!   exclusive; the first plugin that claims a filter answers it, with all its claimed
-//!   filters of the query at once. Unclaimed filters are served by core.
+//!   filters of the query at once. Unclaimed filters are served by core. A claimed
+//!   filter the plugin calls an action ([`Plugin::is_action`]) must be alone in its
+//!   query and come over `POST /query`.
 //! - **Live fan-out contributions**: additive. A plugin publishes relay-made events with
 //!   [`Services::bus`] (from [`Plugin::on_committed`] or a background task); every
 //!   connection delivers them through its own access scope and subscription filters, as
@@ -204,6 +206,20 @@ pub trait Plugin: Send + Sync + 'static {
     /// Claim a filter (usually by its extension fields). Claims are exclusive.
     fn claims_filter(&self, _filter: &Filter) -> bool {
         false
+    }
+
+    /// Is this claimed filter an *action* (it starts or advances server-side state and
+    /// answers a JSON object, a NIP-AR snapshot request say)? An action must be the only
+    /// filter of its query and is served over `POST /query` only; core refuses anything
+    /// else before any plugin runs, so an action never half-happens beside a refusal.
+    fn is_action(&self, _filter: &Filter) -> bool {
+        false
+    }
+
+    /// How core words its refusal of a misplaced action (`why`: not alone, not over
+    /// `POST /query`), for plugins whose spec fixes its error codes.
+    fn refuse_action(&self, why: String) -> Reason {
+        Reason::Invalid(why)
     }
 
     /// Answer every filter of one query that this plugin claimed.

@@ -436,6 +436,23 @@ pub fn live_channels(conn: &mut Conn<'_>, community_id: i64) -> Result<Vec<Chann
         .load(c))?)
 }
 
+/// [`live_channels`], at most `limit` of them (a caller bounding its work asks for one
+/// more than it will take, to tell "exactly the bound" from "over it").
+pub fn live_channels_at_most(
+    conn: &mut Conn<'_>,
+    community_id: i64,
+    limit: usize,
+) -> Result<Vec<ChannelRow>, Reason> {
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    Ok(with_conn!(conn, |c| channels::table
+        .filter(channels::community_id.eq(community_id))
+        .filter(channels::deleted_at.is_null())
+        .order(channels::id.asc())
+        .limit(limit)
+        .select(ChannelRow::as_select())
+        .load(c))?)
+}
+
 /// Rows per multi-row statement in [`insert_rows`] (12 columns each, within SQLite's
 /// variable limit).
 const ROWS_PER_INSERT: usize = 500;

@@ -62,6 +62,28 @@ impl Conn<'_> {
         }
     }
 
+    /// Run `f` in one read-only transaction that sees a single snapshot of the database
+    /// throughout: PostgreSQL `REPEATABLE READ READ ONLY`; SQLite a deferred transaction
+    /// (in WAL mode its first read fixes the snapshot every later read sees). For reads
+    /// that must not tear: several statements describing one moment.
+    pub fn repeatable_read<R, E>(
+        &mut self,
+        f: impl FnOnce(&mut Conn<'_>) -> Result<R, E>,
+    ) -> Result<R, E>
+    where
+        E: From<diesel::result::Error>,
+    {
+        use diesel::Connection;
+        match self {
+            Conn::Sqlite(c) => c.transaction(|c| f(&mut Conn::Sqlite(c))),
+            Conn::Pg(c) => c
+                .build_transaction()
+                .repeatable_read()
+                .read_only()
+                .run(|c| f(&mut Conn::Pg(c))),
+        }
+    }
+
     /// Run `f` with a tighter PostgreSQL `statement_timeout` (milliseconds) than the
     /// session's, so a deadline shorter than `storage.statement_timeout_ms` (a plugin's
     /// 2 s statements, say) is enforced by the database inside each statement, not only

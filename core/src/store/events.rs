@@ -376,6 +376,25 @@ pub fn event_known(conn: &mut Conn<'_>, community_id: i64, id: &str) -> Result<b
     Ok(known_id(conn, community_id, id)?.is_some())
 }
 
+/// Which of `ids` are stored in `community_id` and not deleted (chunked: any number).
+pub fn stored_ids(
+    conn: &mut Conn<'_>,
+    community_id: i64,
+    ids: &[String],
+) -> Result<std::collections::HashSet<String>, Reason> {
+    let mut found = std::collections::HashSet::with_capacity(ids.len());
+    for chunk in ids.chunks(500) {
+        let rows: Vec<String> = with_conn!(conn, |c| events::table
+            .filter(events::community_id.eq(community_id))
+            .filter(events::id.eq_any(chunk))
+            .filter(events::deleted_at.is_null())
+            .select(events::id)
+            .load(c))?;
+        found.extend(rows);
+    }
+    Ok(found)
+}
+
 /// Mark one event deleted at `now` (a moderator's removal), whoever wrote it.
 pub fn soft_delete_event(
     conn: &mut Conn<'_>,

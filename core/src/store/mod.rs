@@ -28,7 +28,7 @@ pub use diesel::sqlite::SqliteConnection;
 pub use diesel_migrations::EmbeddedMigrations;
 pub use events::{
     apply_deletion, event_channel, event_known, insert_event, replace_relay_event,
-    soft_delete_event, DeletedRow, InsertOutcome,
+    soft_delete_event, stored_ids, DeletedRow, InsertOutcome,
 };
 pub use identity::recorded_identity;
 pub use migrate::{MigrationId, MigrationSet, MigrationStatus, Migrations};

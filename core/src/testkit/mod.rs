@@ -7,12 +7,14 @@
 
 mod bench;
 mod http;
+mod own_redis;
 mod pg;
 mod relay;
 mod ws;
 
 pub use bench::{percentile, BenchStorage};
 pub use http::HttpClient;
+pub use own_redis::OwnRedis;
 pub use pg::PgDatabase;
 pub use relay::{TestBackend, TestRelay};
 pub use ws::WsClient;

@@ -28,11 +28,21 @@
 //! - [`revisions_of`]: every accepted revision of an identity in acceptance order: its
 //!   move history (channel per revision) and delete/restore history (op per revision).
 //! - [`load_revisions`]: the stored bodies of revision ids (removed ones left out).
+//! - Many identities at once (`batch.rs`): [`heads_of`], [`revisions_by_id`],
+//!   [`relocations_of`] (the moves, deletes and restores of identities) and
+//!   [`count_listed`] (listed artifacts in channels, optionally of some types, up to a
+//!   cap).
+//!
+//! The `"artifact"` filter key belongs to NIP-AR: this plugin claims every filter that
+//! carries it. An extension of the same NIP answering other `"artifact"` values (the
+//! stable manifest transport's `"snapshot"`) is listed before this plugin, so it claims
+//! them first; without it they are refused here as unsupported.
 //!
 //! Configuration: `[plugins.artifacts]` — `enabled` (default true) and the limits of
 //! [`Limits`]. Disabled, it claims nothing and advertises nothing: kind 45010 is then an
 //! ordinary stored event, as on a relay without the plugin.
 
+mod batch;
 mod envelope;
 mod heads;
 mod limits;
@@ -40,6 +50,7 @@ mod plugin;
 mod query;
 mod write;
 
+pub use batch::{count_listed, heads_of, relocations_of, revisions_by_id};
 pub use envelope::{Envelope, Op};
 pub use heads::{head, revision, revisions_of, Head, Revision};
 pub use limits::Limits;

@@ -113,8 +113,18 @@ impl Plugin for Artifacts {
         NAME
     }
 
+    /// `"artifacts"`: merged into an object an extension of NIP-AR listed earlier may
+    /// have started (its own fields, `snapshot` say, are kept).
     fn extend_nip11(&self, doc: &mut Map<String, Value>) {
-        doc.insert(NAME.into(), self.limits.nip11());
+        let Value::Object(limits) = self.limits.nip11() else {
+            return;
+        };
+        match doc.get_mut(NAME) {
+            Some(Value::Object(existing)) => existing.extend(limits),
+            _ => {
+                doc.insert(NAME.into(), Value::Object(limits));
+            }
+        }
     }
 
     async fn check_event(&self, ctx: &ConnCtx, event: &Event) -> Result<(), Reason> {

@@ -34,6 +34,9 @@ pub(crate) fn error(reason: &Reason) -> PluginResponse {
         Reason::Unavailable(_) | Reason::Internal(_) | Reason::PolicyFailure(_) => {
             (503, "temporarily_unavailable")
         }
+        // Another extension's coded refusal: this API's code for its class.
+        Reason::Coded { status, .. } if *status >= 500 => (503, "temporarily_unavailable"),
+        Reason::Coded { .. } => (400, "invalid_request"),
     };
     let id = request_id();
     // `wire_text` logs internal causes and never sends them.

@@ -1,0 +1,2 @@
+DROP TABLE snapshot_records;
+DROP TABLE snapshot_captures;

@@ -1,0 +1,140 @@
+//! `[plugins.snapshot]`: the transport's limits. The defaults are NIP-AR's table for
+//! version 1 (advertised in NIP-11 under `artifacts.snapshot`) and its fixed bounds; an
+//! operator may only tighten them.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+/// The section's keys besides `enabled`, with their defaults.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Limits {
+    /// Most entries one capture holds; more refuses the capture (`maxRows`).
+    pub max_rows: usize,
+    /// Most entries per manifest page (`pageRows`).
+    pub page_rows: usize,
+    /// Most bytes of one page response (`pageBytes`).
+    pub page_bytes: usize,
+    /// Most revisions one bodies request names (`bodyRows`).
+    pub body_rows: usize,
+    /// Most bytes of one bodies response, and so of any single body (`bodyBytes`).
+    pub body_bytes: usize,
+    /// A capture's fixed lifetime from registration (`lifetimeSeconds`).
+    pub lifetime_seconds: u64,
+    /// Most memberships, readable channels and current candidates one operation inspects.
+    pub max_inspected: usize,
+    /// Most bytes of one capture's stored manifest (pages, body records, scope).
+    pub max_manifest_bytes: usize,
+    /// Captures (and registration leases) alive at once, shared by every process.
+    pub max_captures: usize,
+    /// Bytes of manifests charged at once, shared by every process.
+    pub max_charged_bytes: usize,
+    /// Captures one reader holds at once in one community.
+    pub captures_per_reader: usize,
+    /// Snapshot operations one process runs at once.
+    pub concurrent_operations: usize,
+    /// Bound of each SQL statement (milliseconds; PostgreSQL enforces it in-statement).
+    pub statement_ms: u64,
+    /// Bound of each whole operation, access checks included (milliseconds).
+    pub operation_ms: u64,
+}
+
+/// NIP-AR's values for version 1.
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_rows: 50_000,
+            page_rows: 1_000,
+            page_bytes: 262_144,
+            body_rows: 100,
+            body_bytes: 8_388_608,
+            lifetime_seconds: 300,
+            max_inspected: 50_000,
+            max_manifest_bytes: 16 * 1024 * 1024,
+            max_captures: 32,
+            max_charged_bytes: 64 * 1024 * 1024,
+            captures_per_reader: 2,
+            concurrent_operations: 4,
+            statement_ms: 2_000,
+            operation_ms: 8_000,
+        }
+    }
+}
+
+/// Room a page response needs besides its entries (version, token, expiry, cursor).
+pub(crate) const PAGE_ENVELOPE_BYTES: usize = 512;
+
+impl Limits {
+    /// Checks serde cannot express: every bound positive, none above the spec's.
+    pub fn validate(&self) -> anyhow::Result<()> {
+        let spec = Limits::default();
+        let bounds = [
+            ("max_rows", self.max_rows, spec.max_rows),
+            ("page_rows", self.page_rows, spec.page_rows),
+            ("page_bytes", self.page_bytes, spec.page_bytes),
+            ("body_rows", self.body_rows, spec.body_rows),
+            ("body_bytes", self.body_bytes, spec.body_bytes),
+            ("max_inspected", self.max_inspected, spec.max_inspected),
+            (
+                "max_manifest_bytes",
+                self.max_manifest_bytes,
+                spec.max_manifest_bytes,
+            ),
+            ("max_captures", self.max_captures, spec.max_captures),
+            (
+                "max_charged_bytes",
+                self.max_charged_bytes,
+                spec.max_charged_bytes,
+            ),
+            (
+                "captures_per_reader",
+                self.captures_per_reader,
+                spec.captures_per_reader,
+            ),
+            (
+                "concurrent_operations",
+                self.concurrent_operations,
+                spec.concurrent_operations,
+            ),
+        ];
+        for (name, value, max) in bounds {
+            if value == 0 || value > max {
+                anyhow::bail!("{name} must be between 1 and {max} (NIP-AR version 1)");
+            }
+        }
+        // The smallest page must hold one entry beside the response's envelope.
+        if self.page_bytes < PAGE_ENVELOPE_BYTES + 256 {
+            anyhow::bail!("page_bytes must be at least {}", PAGE_ENVELOPE_BYTES + 256);
+        }
+        if !(1..=spec.lifetime_seconds).contains(&self.lifetime_seconds) {
+            anyhow::bail!(
+                "lifetime_seconds must be between 1 and {}",
+                spec.lifetime_seconds
+            );
+        }
+        if !(1..=spec.statement_ms).contains(&self.statement_ms) {
+            anyhow::bail!("statement_ms must be between 1 and {}", spec.statement_ms);
+        }
+        if !(self.statement_ms..=spec.operation_ms).contains(&self.operation_ms) {
+            anyhow::bail!(
+                "operation_ms must be between statement_ms and {}",
+                spec.operation_ms
+            );
+        }
+        Ok(())
+    }
+
+    /// The NIP-11 `artifacts.snapshot` object.
+    pub fn nip11(&self) -> Value {
+        json!({
+            "version": 1,
+            "maxRows": self.max_rows,
+            "pageRows": self.page_rows,
+            "pageBytes": self.page_bytes,
+            "bodyRows": self.body_rows,
+            "bodyBytes": self.body_bytes,
+            "lifetimeSeconds": self.lifetime_seconds,
+            "permanentChannelsOnly": true,
+        })
+    }
+}

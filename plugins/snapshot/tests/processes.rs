@@ -1,0 +1,119 @@
+//! No session affinity: a capture started on one relay process is paged, read and
+//! completed on another (one PostgreSQL, one Redis). And a Redis outage is a service
+//! failure: nothing is captured, nothing partial stays behind.
+
+mod common;
+
+use buzz_artifacts::ArtifactsPlugin;
+use buzz_core::keys::Keys;
+use buzz_core::plugin::PluginEntry;
+use buzz_core::testkit::{pg_admin_url, redis_url, OwnRedis, PgDatabase, TestBackend, TestRelay};
+use buzz_snapshot::{Captures, SnapshotPlugin};
+use common::*;
+
+async fn process(test: &str, db: &str, redis: &str, prefix: &str, key: &str) -> TestRelay {
+    let (db, redis, prefix, key) = (
+        db.to_owned(),
+        redis.to_owned(),
+        prefix.to_owned(),
+        key.to_owned(),
+    );
+    // The SQLite backend only provides the temp data dir; storage is overridden.
+    TestRelay::start_with(
+        TestBackend::Sqlite,
+        test,
+        move |s| {
+            s.storage.database_url = db;
+            s.storage.redis_url = redis;
+            s.storage.redis_prefix = prefix;
+            s.relay.private_key = key;
+        },
+        vec![
+            PluginEntry::of::<SnapshotPlugin>(),
+            PluginEntry::of::<ArtifactsPlugin>(),
+        ],
+    )
+    .await
+    .expect("relay on shared PostgreSQL + Redis")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn start_on_a_page_and_complete_on_b() {
+    let test = "processes::start_on_a_page_and_complete_on_b";
+    let (Some(admin), Some(redis)) = (pg_admin_url(test), redis_url(test)) else {
+        return;
+    };
+    let db = PgDatabase::create(&admin).expect("create test database");
+    let prefix = format!("buzz-test-{}", uuid::Uuid::new_v4().simple());
+    let key = Keys::generate().secret_hex();
+    let a = process(test, &db.url, &redis, &prefix, &key).await;
+    let b = process(test, &db.url, &redis, &prefix, &key).await;
+
+    let mut reader = User::new(&a).await;
+    let ch = reader.create_channel(false).await;
+    for i in 0..3 {
+        reader.put(&Draft::create(&ch, &format!("t{i}"))).await;
+    }
+    let (status, first) = ask(&a, &reader, start_filter(tasks())).await;
+    assert_eq!(status, 200, "{first}");
+    let token = first["token"].as_str().expect("token").to_owned();
+    let all = entries(&first);
+    assert_eq!(all.len(), 3);
+    // The same reader, on B: same host, same token.
+    let reader_on_b = User::with_keys(&b, reader.keys.clone()).await;
+    let got = verified_bodies(&b, &reader_on_b, &token, &all).await;
+    assert_eq!(got.len(), 3);
+    let done = complete(&b, &reader_on_b, &token).await;
+    assert_eq!(done.0, 200, "{}", done.1);
+    // B sees A's capture in the shared store.
+    let listed = Captures::of_relay(&b.settings, b.running().services.store.clone())
+        .await
+        .expect("captures")
+        .list()
+        .await
+        .expect("list");
+    assert_eq!(listed.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_outage_is_a_service_failure() {
+    let test = "processes::a_redis_outage_is_a_service_failure";
+    let (Some(admin), Some(_)) = (pg_admin_url(test), redis_url(test)) else {
+        return;
+    };
+    let db = PgDatabase::create(&admin).expect("create test database");
+    let port = OwnRedis::free_port();
+    let mut redis = OwnRedis::start(port).await;
+    let key = Keys::generate().secret_hex();
+    let relay = process(test, &db.url, &redis.url(), "buzz-test", &key).await;
+    let mut reader = User::new(&relay).await;
+    let ch = reader.create_channel(false).await;
+    reader.put(&Draft::create(&ch, "t")).await;
+    let first = start(&relay, &reader, tasks()).await;
+    let token = first["token"].as_str().expect("token").to_owned();
+
+    redis.kill();
+    let (status, body) = ask(&relay, &reader, start_filter(tasks())).await;
+    assert_eq!(status, 503, "{body}");
+    let (status, body) = complete(&relay, &reader, &token).await;
+    assert_eq!(status, 503, "{body}");
+
+    // Redis comes back empty: the capture is gone (a reset), nothing half-registered.
+    let _back = OwnRedis::start(port).await;
+    let mut answer = complete(&relay, &reader, &token).await;
+    for _ in 0..40 {
+        if answer.0 != 503 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+        answer = complete(&relay, &reader, &token).await;
+    }
+    assert_code(&answer, 409, "snapshot_reset");
+    let listed = Captures::of_relay(&relay.settings, relay.running().services.store.clone())
+        .await
+        .expect("captures")
+        .list()
+        .await
+        .expect("list");
+    assert!(listed.is_empty(), "{listed:?}");
+}

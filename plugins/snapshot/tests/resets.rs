@@ -1,0 +1,270 @@
+//! The reset matrix: for each reset cause NIP-AR names, capture → cause → complete →
+//! 409 `snapshot_reset`; for each non-cause, complete → `true`. A wrong "complete"
+//! deletes a user's local records, so every cause is its own case on a fresh relay.
+
+use buzz_core::both_backends;
+mod common;
+
+use buzz_core::event::Event;
+use buzz_core::testkit::{now, tag, TestBackend, TestRelay};
+use buzz_snapshot::Captures;
+use common::*;
+use serde_json::json;
+
+both_backends!(
+    deletes_and_moves_reset_even_when_undone,
+    redaction_resets,
+    access_changes_reset_pages_and_completion,
+    channel_changes_reset,
+    later_activity_does_not_reset,
+    community_removal_forgets_captures,
+);
+
+/// A relay, its channel owner, a reader, an open channel with one task by the reader.
+struct Case {
+    relay: TestRelay,
+    owner: User,
+    reader: User,
+    open: String,
+    task: Event,
+}
+
+async fn case(backend: TestBackend, name: &str) -> Option<Case> {
+    let relay = relay(backend, name).await?;
+    let mut owner = User::new(&relay).await;
+    let mut reader = User::new(&relay).await;
+    let open = owner.create_channel(false).await;
+    let task = reader.put(&Draft::create(&open, "task")).await;
+    Some(Case {
+        relay,
+        owner,
+        reader,
+        open,
+        task,
+    })
+}
+
+impl Case {
+    async fn capture(&self) -> String {
+        let (token, entries) = capture(&self.relay, &self.reader, tasks()).await;
+        assert!(!entries.is_empty());
+        token
+    }
+
+    async fn completes(&self, token: &str, what: &str) {
+        let answer = complete(&self.relay, &self.reader, token).await;
+        assert_eq!(answer.0, 200, "{what}: {}", answer.1);
+        assert_eq!(answer.1["complete"], true, "{what}");
+    }
+
+    async fn resets(&self, token: &str, what: &str) {
+        let answer = complete(&self.relay, &self.reader, token).await;
+        assert_eq!(answer.0, 409, "{what}: {}", answer.1);
+        assert_code(&answer, 409, "snapshot_reset");
+    }
+}
+
+fn moved(prev: &Event, to: &str) -> Draft {
+    let mut d = Draft::after(prev, "move");
+    d.h = to.to_owned();
+    d
+}
+
+async fn deletes_and_moves_reset_even_when_undone(backend: TestBackend, name: &str) {
+    // Delete.
+    let Some(mut c) = case(backend, name).await else {
+        return;
+    };
+    let token = c.capture().await;
+    c.reader.put(&Draft::after(&c.task, "delete")).await;
+    c.resets(&token, "delete").await;
+
+    // Delete, then restore: the captured revision is no longer current in between.
+    let Some(mut c) = case(backend, name).await else {
+        return;
+    };
+    let token = c.capture().await;
+    let gone = c.reader.put(&Draft::after(&c.task, "delete")).await;
+    c.reader.put(&Draft::after(&gone, "restore")).await;
+    c.resets(&token, "delete + restore").await;
+
+    // Move to another readable channel.
+    let Some(mut c) = case(backend, name).await else {
+        return;
+    };
+    let other = c.owner.create_channel(false).await;
+    let token = c.capture().await;
+    c.reader.put(&moved(&c.task, &other)).await;
+    c.resets(&token, "move").await;
+
+    // Move, then move back: home is the captured channel again, still a reset.
+    let Some(mut c) = case(backend, name).await else {
+        return;
+    };
+    let other = c.owner.create_channel(false).await;
+    let token = c.capture().await;
+    let away = c.reader.put(&moved(&c.task, &other)).await;
+    let open = c.open.clone();
+    c.reader.put(&moved(&away, &open)).await;
+    c.resets(&token, "move + move back").await;
+}
+
+async fn redaction_resets(backend: TestBackend, name: &str) {
+    // The captured revision removed by a moderator.
+    let Some(mut c) = case(backend, name).await else {
+        return;
+    };
+    let token = c.capture().await;
+    let removal = c.owner.keys.sign(
+        9005,
+        vec![tag(&["h", &c.open]), tag(&["e", &c.task.id])],
+        "",
+        now(),
+    );
+    c.owner.publish(removal).await;
+    c.resets(&token, "captured revision redacted").await;
+    // Its bodies are refused too.
+    let (status, _) = bodies(&c.relay, &c.reader, &token, &[c.task.id.clone()]).await;
+    assert_eq!(status, 409);
+
+    // A later revision redacted while current: the artifact is retired.
+    let Some(mut c) = case(backend, name).await else {
+        return;
+    };
+    let token = c.capture().await;
+    let v2 = c.reader.put(&Draft::after(&c.task, "update")).await;
+    let removal = c.owner.keys.sign(
+        9005,
+        vec![tag(&["h", &c.open]), tag(&["e", &v2.id])],
+        "",
+        now(),
+    );
+    c.owner.publish(removal).await;
+    c.resets(&token, "artifact retired").await;
+}
+
+async fn access_changes_reset_pages_and_completion(backend: TestBackend, name: &str) {
+    // Access lost to a captured private channel.
+    let Some(mut c) = case(backend, name).await else {
+        return;
+    };
+    let private = c.owner.create_channel(true).await;
+    c.owner.add_member(&private, &c.reader.pubkey()).await;
+    c.reader.put(&Draft::create(&private, "inside")).await;
+    let first = start(&c.relay, &c.reader, tasks()).await;
+    let token = first["token"].as_str().expect("token").to_owned();
+    c.owner.remove_member(&private, &c.reader.pubkey()).await;
+    c.resets(&token, "access lost").await;
+
+    // Pages recheck the whole frozen scope too (one entry per page here).
+    let Some(relay) = relay_with(backend, name, json!({"page_rows": 1})).await else {
+        return;
+    };
+    let mut owner = User::new(&relay).await;
+    let mut reader = User::new(&relay).await;
+    let private = owner.create_channel(true).await;
+    owner.add_member(&private, &reader.pubkey()).await;
+    reader.put(&Draft::create(&private, "one")).await;
+    reader.put(&Draft::create(&private, "two")).await;
+    let first = start(&relay, &reader, tasks()).await;
+    let token = first["token"].as_str().expect("token");
+    owner.remove_member(&private, &reader.pubkey()).await;
+    let next = page(
+        &relay,
+        &reader,
+        token,
+        first["nextToken"].as_str().expect("cursor"),
+    )
+    .await;
+    assert_code(&next, 409, "snapshot_reset");
+
+    // Access gained to a channel that existed at capture: its tasks are missing.
+    let Some(mut c) = case(backend, name).await else {
+        return;
+    };
+    let private = c.owner.create_channel(true).await;
+    c.owner.put(&Draft::create(&private, "unseen")).await;
+    let token = c.capture().await;
+    c.owner.add_member(&private, &c.reader.pubkey()).await;
+    c.resets(&token, "access gained").await;
+}
+
+async fn channel_changes_reset(backend: TestBackend, name: &str) {
+    // The captured channel's row changes (here: renamed).
+    let Some(mut c) = case(backend, name).await else {
+        return;
+    };
+    let token = c.capture().await;
+    let edit = c.owner.keys.sign(
+        9002,
+        vec![tag(&["h", &c.open]), tag(&["name", "renamed"])],
+        "",
+        now(),
+    );
+    c.owner.publish(edit).await;
+    c.resets(&token, "captured channel changed").await;
+}
+
+async fn later_activity_does_not_reset(backend: TestBackend, name: &str) {
+    let Some(mut c) = case(backend, name).await else {
+        return;
+    };
+    let token = c.capture().await;
+    // Channels below are created in a later second: one stamped with the capture's own
+    // second counts as existing at capture (the conservative reading, see `scope.rs`).
+    tokio::time::sleep(std::time::Duration::from_millis(1_100)).await;
+    // A plain update of a captured artifact.
+    c.reader.put(&Draft::after(&c.task, "update")).await;
+    // A new artifact in the captured channel.
+    let open = c.open.clone();
+    c.reader.put(&Draft::create(&open, "new")).await;
+    // Chat in the captured channel.
+    c.reader.post(&open, "hello").await;
+    // An unrelated TTL chat.
+    let chat = uuid();
+    let tags = vec![
+        tag(&["h", &chat]),
+        tag(&["name", "brief"]),
+        tag(&["ttl", "600"]),
+    ];
+    c.owner
+        .publish(c.owner.keys.sign(9007, tags, "", now()))
+        .await;
+    c.owner.post(&chat, "gone soon").await;
+    // An unrelated new channel, with a task of its own.
+    let fresh = c.owner.create_channel(false).await;
+    c.owner.put(&Draft::create(&fresh, "elsewhere")).await;
+    c.completes(&token, "later activity").await;
+}
+
+async fn community_removal_forgets_captures(backend: TestBackend, name: &str) {
+    let Some(c) = case(backend, name).await else {
+        return;
+    };
+    let token = c.capture().await;
+    let captures = Captures::of_relay(&c.relay.settings, c.relay.running().services.store.clone())
+        .await
+        .expect("capture store");
+    let listed = captures.list().await.expect("list");
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0].reader, c.reader.pubkey());
+    assert_eq!(
+        (listed[0].entries, listed[0].pages, listed[0].pages_served),
+        (1, 1, 1)
+    );
+    assert!(listed[0].bytes > 0);
+    let community = listed[0].community;
+    assert_eq!(
+        captures
+            .forget_community(community + 1)
+            .await
+            .expect("other"),
+        0
+    );
+    assert_eq!(
+        captures.forget_community(community).await.expect("forget"),
+        1
+    );
+    assert!(captures.list().await.expect("list").is_empty());
+    c.resets(&token, "community removed").await;
+}
