@@ -46,7 +46,7 @@ pub enum Reason {
     #[error("error: {0}")]
     Unavailable(String),
     /// A refusal with a machine-readable code of its own: an extension whose spec fixes
-    /// its error contract (NIP-AR's snapshot codes, say). HTTP `status` with the body
+    /// its error contract (NIP-AR's capture codes, say). HTTP `status` with the body
     /// `{"error": code, "code": code}`; on NIP-01 the prefix follows the status
     /// (`invalid:` for 4xx but 409 `conflict:`, `error:` for 5xx) then the code.
     #[error("{}: {code}: {message}", coded_prefix(*.status))]

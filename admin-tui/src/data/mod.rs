@@ -5,6 +5,7 @@
 //! This is the one place besides `src/main.rs` that may name plugins; it does not need
 //! to: every plugin's pane data is its `AdminPanel` (see `ui/plugins.rs`).
 
+pub mod captures;
 pub mod dryrun;
 pub mod figures;
 pub mod nip86;
@@ -82,4 +83,6 @@ pub struct Snapshot {
     pub processes: Vec<Process>,
     /// The relay's NIP-11 document (plugin fields), from the running relay.
     pub nip11: Sourced<serde_json::Value>,
+    /// The snapshot plugin's captures, from Redis or the database.
+    pub captures: Sourced<captures::CapturesView>,
 }

@@ -140,6 +140,27 @@ fn short(e: &reqwest::Error) -> String {
     cause.to_string()
 }
 
+/// The snapshot plugin's captures: from Redis when the relay keeps them there, else
+/// from its database (on a blocking thread).
+pub async fn gather_captures(
+    settings: &Arc<Settings>,
+    catalog: &Arc<PluginCatalog>,
+) -> Result<super::captures::CapturesView, String> {
+    use super::captures;
+    if captures::in_redis(settings) {
+        return captures::from_redis(settings).await;
+    }
+    let (s, c) = (settings.clone(), catalog.clone());
+    tokio::task::spawn_blocking(move || {
+        Store::migrations(&s.storage.database_url, &c.migration_sets())
+            .map_err(|e| format!("opening the database: {e}"))?
+            .with_conn(|mut conn| captures::from_database(&s, &mut conn))
+            .map_err(|r| format!("reading captures: {r}"))
+    })
+    .await
+    .unwrap_or_else(|e| Err(format!("reading captures failed: {e}")))
+}
+
 /// Keeps `snapshot` current: metrics and NIP-11 every `every`, the database every
 /// `db_every`. Runs on its own thread; the UI only locks the snapshot to draw it.
 pub struct Refresher {
@@ -204,6 +225,10 @@ impl Refresher {
                                 .unwrap_or_else(|e| Err(format!("database read failed: {e}")));
                             if let Ok(mut s) = shared.lock() {
                                 s.db.update(db);
+                            }
+                            let captures = gather_captures(&settings, &catalog).await;
+                            if let Ok(mut s) = shared.lock() {
+                                s.captures.update(captures);
                             }
                             last_db = Some(Instant::now());
                         }

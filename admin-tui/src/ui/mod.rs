@@ -3,6 +3,7 @@
 //! Panes only draw the [`Snapshot`] the background refresher keeps; anything that does
 //! I/O (NIP-86 calls, dry-runs) is an [`Action`] the loop runs off the UI thread.
 
+mod captures;
 mod list;
 mod migrations;
 mod moderation;
@@ -70,7 +71,7 @@ pub trait Component {
 
 /// Keys every pane has.
 const GLOBAL_KEYS: [(&str, &str); 6] = [
-    ("1-5/Tab", "pane"),
+    ("1-6/Tab", "pane"),
     ("↑↓", "select"),
     ("/", "filter"),
     ("r", "refresh"),
@@ -106,6 +107,7 @@ impl App {
                 Box::new(plugins::Plugins::default()),
                 Box::new(policies::Policies::default()),
                 Box::new(moderation::Moderation::new(owner)),
+                Box::new(captures::CapturesPane::default()),
             ],
             active: 0,
             mode: Mode::Normal,

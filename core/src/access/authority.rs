@@ -1,7 +1,7 @@
 //! Read decisions taken from the database alone, inside the caller's own transaction:
 //! no cached facts, no cached decisions. For plugins whose answers must agree with one
-//! database snapshot (a NIP-AR manifest capture decides its scope in the very
-//! transaction that reads the artifacts) or whose every request must recheck database
+//! moment of the database (a NIP-AR manifest capture decides its scope in the very
+//! transaction that reads the records it captures) or whose every request must recheck database
 //! authority. Costs one policy call per channel of the community, bounded by the
 //! caller's `max_inspected`.
 

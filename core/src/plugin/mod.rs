@@ -209,7 +209,7 @@ pub trait Plugin: Send + Sync + 'static {
     }
 
     /// Is this claimed filter an *action* (it starts or advances server-side state and
-    /// answers a JSON object, a NIP-AR snapshot request say)? An action must be the only
+    /// answers a JSON object, a NIP-AR capture request say)? An action must be the only
     /// filter of its query and is served over `POST /query` only; core refuses anything
     /// else before any plugin runs, so an action never half-happens beside a refusal.
     fn is_action(&self, _filter: &Filter) -> bool {

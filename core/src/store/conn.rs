@@ -62,9 +62,9 @@ impl Conn<'_> {
         }
     }
 
-    /// Run `f` in one read-only transaction that sees a single snapshot of the database
+    /// Run `f` in one read-only transaction that sees a single moment of the database
     /// throughout: PostgreSQL `REPEATABLE READ READ ONLY`; SQLite a deferred transaction
-    /// (in WAL mode its first read fixes the snapshot every later read sees). For reads
+    /// (in WAL mode its first read fixes the moment every later read sees). For reads
     /// that must not tear: several statements describing one moment.
     pub fn repeatable_read<R, E>(
         &mut self,

@@ -215,3 +215,89 @@ fn now() -> i64 {
         .map(|d| d.as_secs() as i64)
         .unwrap_or(0)
 }
+
+/// What a full NIP-AR capture gave: the verified current revisions and whether the relay
+/// confirmed completion (only then may local records absent from it be dropped).
+#[derive(Debug)]
+pub struct Synced {
+    pub bodies: Vec<Event>,
+    pub pages: usize,
+    pub complete: bool,
+}
+
+impl ArtifactClient {
+    /// One snapshot request; the answer object, or the spec's error code.
+    async fn snapshot(&self, filter: Value) -> anyhow::Result<Value> {
+        let (status, body) = self.post("/query", serde_json::to_vec(&[filter])?).await?;
+        if status != 200 {
+            bail!("snapshot refused ({status}): {}", body["code"]);
+        }
+        Ok(body)
+    }
+
+    /// Sync "every current artifact matching `query`" with the stable manifest transport:
+    /// start, every page, the bodies (each signature and its artifact, channel and
+    /// revision checked against the manifest), then complete. Any failure is an error:
+    /// nothing here may be treated as complete unless `complete` is true.
+    pub async fn sync(&self, query: Value) -> anyhow::Result<Synced> {
+        let first = self
+            .snapshot(
+                serde_json::json!({"artifact": "snapshot", "action": "start", "query": query}),
+            )
+            .await?;
+        let token = first["token"].as_str().context("token")?.to_owned();
+        let mut entries: Vec<Value> = first["entries"].as_array().cloned().unwrap_or_default();
+        let mut next = first["nextToken"].clone();
+        let mut pages = 1;
+        while let Some(cursor) = next.as_str() {
+            let page = self
+                .snapshot(serde_json::json!({"artifact": "snapshot", "action": "page", "token": token, "cursor": cursor}))
+                .await?;
+            entries.extend(page["entries"].as_array().cloned().unwrap_or_default());
+            next = page["nextToken"].clone();
+            pages += 1;
+        }
+        let mut bodies = Vec::with_capacity(entries.len());
+        for chunk in entries.chunks(100) {
+            let ids: Vec<&str> = chunk
+                .iter()
+                .filter_map(|e| e["revisionId"].as_str())
+                .collect();
+            let answer = self
+                .snapshot(serde_json::json!({"artifact": "snapshot", "action": "bodies", "token": token, "revisionIds": ids}))
+                .await?;
+            let events: Vec<Event> = serde_json::from_value(answer["events"].clone())?;
+            if events.len() != chunk.len() {
+                bail!(
+                    "bodies answered {} events for {} ids",
+                    events.len(),
+                    chunk.len()
+                );
+            }
+            for (event, entry) in events.iter().zip(chunk) {
+                buzz_core::event::verify_signature(event)
+                    .map_err(|e| anyhow::anyhow!("body {}: {e}", event.id))?;
+                let matches = Some(event.id.as_str()) == entry["revisionId"].as_str()
+                    && event.tag_value("d") == entry["artifactId"].as_str()
+                    && event.tag_value("h") == entry["channelId"].as_str();
+                if !matches {
+                    bail!(
+                        "body {} does not match its manifest entry {entry}",
+                        event.id
+                    );
+                }
+            }
+            bodies.extend(events);
+        }
+        let done = self
+            .snapshot(
+                serde_json::json!({"artifact": "snapshot", "action": "complete", "token": token}),
+            )
+            .await?;
+        Ok(Synced {
+            bodies,
+            pages,
+            complete: done["complete"] == Value::Bool(true),
+        })
+    }
+}

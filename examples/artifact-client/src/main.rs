@@ -1,5 +1,6 @@
 //! `artifact-client`: walk one task through its whole life on a running relay — create,
-//! edit, a lost race, move, delete, restore — and list current state.
+//! edit, a lost race, move, delete, restore — list current state, then sync every
+//! current task with a stable capture (start, pages, verified bodies, complete).
 //!
 //! ```text
 //! cargo run --release                       # the relay, in one terminal
@@ -134,6 +135,16 @@ async fn main() -> anyhow::Result<()> {
     for event in &mine {
         show("current", event);
     }
+    // Sync every current task with the stable manifest transport (NIP-AR snapshot).
+    let synced = client
+        .sync(json!({"artifact": "current", "#type": ["buzz.task"]}))
+        .await?;
+    println!(
+        "sync: {} verified bodies over {} page(s), complete: {}",
+        synced.bodies.len(),
+        synced.pages,
+        synced.complete
+    );
     let _ = v2;
     let _ = v5;
     Ok(())

@@ -32,7 +32,7 @@ mod state;
 mod token;
 mod verify;
 
-pub use admin::Captures;
+pub use admin::{captures_in_database, Captures};
 pub use limits::Limits;
 pub use manifest::{Entry, Header};
 pub use plugin::Snapshot;

@@ -117,3 +117,47 @@ async fn a_redis_outage_is_a_service_failure() {
         .expect("list");
     assert!(listed.is_empty(), "{listed:?}");
 }
+
+/// A statement held up inside PostgreSQL (the artifact heads locked by another session)
+/// is cut by the bounds the relay sets on its session: 503, and nothing registered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_statement_is_unavailable_not_partial() {
+    use diesel::{Connection, RunQueryDsl};
+    let test = "processes::a_stalled_statement_is_unavailable_not_partial";
+    let Some(relay) = relay(buzz_core::testkit::TestBackend::Postgres, test).await else {
+        return;
+    };
+    let mut reader = User::new(&relay).await;
+    let ch = reader.create_channel(false).await;
+    reader.put(&Draft::create(&ch, "t")).await;
+    let url = relay.settings.storage.database_url.clone();
+    let (release, locked) = std::sync::mpsc::channel::<()>();
+    let (held, hold) = std::sync::mpsc::channel::<()>();
+    let blocker = std::thread::spawn(move || {
+        let mut conn = diesel::PgConnection::establish(&url).expect("second session");
+        conn.transaction::<_, diesel::result::Error, _>(|c| {
+            diesel::sql_query("LOCK TABLE artifact_heads IN ACCESS EXCLUSIVE MODE").execute(c)?;
+            let _ = held.send(());
+            let _ = locked.recv_timeout(std::time::Duration::from_secs(30));
+            Ok(())
+        })
+        .expect("lock held");
+    });
+    hold.recv().expect("lock taken");
+    let began = std::time::Instant::now();
+    let answer = ask(&relay, &reader, start_filter(tasks())).await;
+    let waited = began.elapsed();
+    let _ = release.send(());
+    blocker.join().expect("blocker");
+    assert_code(&answer, 503, "snapshot_unavailable");
+    assert!(waited < std::time::Duration::from_secs(8), "{waited:?}");
+    let listed = Captures::of_relay(&relay.settings, relay.running().services.store.clone())
+        .await
+        .expect("captures")
+        .list()
+        .await
+        .expect("list");
+    assert!(listed.is_empty(), "{listed:?}");
+    // The lock gone, the same request succeeds.
+    assert_eq!(ask(&relay, &reader, start_filter(tasks())).await.0, 200);
+}
