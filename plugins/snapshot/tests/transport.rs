@@ -213,7 +213,7 @@ async fn tokens_are_bound_to_their_reader(backend: TestBackend, name: &str) {
             "snapshot_invalid",
         );
         assert_code(
-            &bodies(&relay, &bob, t, &[a.id.clone()]).await,
+            &bodies(&relay, &bob, t, std::slice::from_ref(&a.id)).await,
             400,
             "snapshot_invalid",
         );
