@@ -124,7 +124,13 @@ async fn redaction_resets(backend: TestBackend, name: &str) {
     c.owner.publish(removal).await;
     c.resets(&token, "captured revision redacted").await;
     // Its bodies are refused too.
-    let (status, _) = bodies(&c.relay, &c.reader, &token, std::slice::from_ref(&c.task.id)).await;
+    let (status, _) = bodies(
+        &c.relay,
+        &c.reader,
+        &token,
+        std::slice::from_ref(&c.task.id),
+    )
+    .await;
     assert_eq!(status, 409);
 
     // A later revision redacted while current: the artifact is retired.
