@@ -161,3 +161,79 @@ async fn a_stalled_statement_is_unavailable_not_partial() {
     // The lock gone, the same request succeeds.
     assert_eq!(ask(&relay, &reader, start_filter(tasks())).await.0, 200);
 }
+
+/// At most `concurrent_operations` snapshot operations run in one process: while one
+/// is held up inside the database, the next is refused at once with a 503.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operations_beyond_the_process_bound_are_refused() {
+    use diesel::{Connection, RunQueryDsl};
+    let test = "processes::operations_beyond_the_process_bound_are_refused";
+    let options = serde_json::json!({"concurrent_operations": 1});
+    let Some(relay) = relay_with(buzz_core::testkit::TestBackend::Postgres, test, options).await
+    else {
+        return;
+    };
+    let mut reader = User::new(&relay).await;
+    let ch = reader.create_channel(false).await;
+    reader.put(&Draft::create(&ch, "t")).await;
+    let url = relay.settings.storage.database_url.clone();
+    let (release, locked) = std::sync::mpsc::channel::<()>();
+    let (held, hold) = std::sync::mpsc::channel::<()>();
+    let blocker = std::thread::spawn(move || {
+        let mut conn = diesel::PgConnection::establish(&url).expect("second session");
+        conn.transaction::<_, diesel::result::Error, _>(|c| {
+            diesel::sql_query("LOCK TABLE artifact_heads IN ACCESS EXCLUSIVE MODE").execute(c)?;
+            let _ = held.send(());
+            let _ = locked.recv_timeout(std::time::Duration::from_secs(30));
+            Ok(())
+        })
+        .expect("lock held");
+    });
+    hold.recv().expect("lock taken");
+    let first = {
+        let (keys, host, addr) = (reader.keys.clone(), relay.host(), relay.addr);
+        tokio::spawn(async move {
+            let body = serde_json::json!([start_filter(tasks())]).to_string();
+            buzz_core::testkit::HttpClient::new(addr, &host)
+                .post_signed(&keys, "/query", body.as_bytes())
+                .await
+        })
+    };
+    // Wait until the first request is waiting on the lock inside PostgreSQL.
+    let url = relay.settings.storage.database_url.clone();
+    let waiting = tokio::task::spawn_blocking(move || {
+        #[derive(diesel::QueryableByName)]
+        struct Waiting {
+            #[diesel(sql_type = diesel::sql_types::BigInt)]
+            n: i64,
+        }
+        let mut conn = diesel::PgConnection::establish(&url).expect("third session");
+        for _ in 0..100 {
+            let w: Waiting =
+                diesel::sql_query("SELECT count(*) AS n FROM pg_locks WHERE NOT granted")
+                    .get_result(&mut conn)
+                    .expect("pg_locks");
+            if w.n > 0 {
+                return true;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        false
+    })
+    .await
+    .expect("join");
+    assert!(waiting, "the first request reached the lock");
+    let began = std::time::Instant::now();
+    let second = ask(&relay, &reader, start_filter(tasks())).await;
+    assert_code(&second, 503, "snapshot_unavailable");
+    assert!(
+        began.elapsed() < std::time::Duration::from_secs(1),
+        "refused at once"
+    );
+    let _ = release.send(());
+    blocker.join().expect("blocker");
+    let (status, body) = first.await.expect("first request");
+    assert!(status == 200 || status == 503, "{status} {body}");
+    // The slot is free again.
+    assert_eq!(ask(&relay, &reader, start_filter(tasks())).await.0, 200);
+}
