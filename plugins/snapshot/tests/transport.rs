@@ -5,7 +5,9 @@
 use buzz_core::both_backends;
 mod common;
 
-use buzz_core::testkit::{now, tag, TestBackend};
+use buzz_core::config::CommunitySettings;
+use buzz_core::plugin::PluginEntry;
+use buzz_core::testkit::{now, tag, TestBackend, TestRelay};
 use common::*;
 use serde_json::json;
 
@@ -15,6 +17,7 @@ both_backends!(
     an_exact_multiple_ends_without_an_empty_page,
     requests_are_strict,
     tokens_are_bound_to_their_reader,
+    tokens_are_bound_to_their_community,
     over_the_row_limit_is_refused_never_cut,
     ttl_channels_refuse_only_when_they_hold_a_match,
     bodies_are_the_captured_revisions_never_newer,
@@ -381,4 +384,49 @@ async fn captures_expire_and_quotas_hold(backend: TestBackend, name: &str) {
         "snapshot_reset",
     );
     start(&relay, &carol, tasks()).await;
+}
+
+async fn tokens_are_bound_to_their_community(backend: TestBackend, name: &str) {
+    let other = CommunitySettings {
+        host: "other.test".into(),
+        name: "Other".into(),
+        owners: Vec::new(),
+        open: true,
+        policies: Default::default(),
+    };
+    let plugins = vec![
+        PluginEntry::of::<buzz_snapshot::SnapshotPlugin>(),
+        PluginEntry::of::<buzz_artifacts::ArtifactsPlugin>(),
+    ];
+    let Some(relay) =
+        TestRelay::start_with(backend, name, |s| s.communities.push(other), plugins).await
+    else {
+        return;
+    };
+    let mut alice = User::new(&relay).await;
+    let ch = alice.create_channel(false).await;
+    let task = alice.put(&Draft::create(&ch, "a")).await;
+    let first = start(&relay, &alice, tasks()).await;
+    let token = first["token"].as_str().expect("token");
+    // The same reader, the same token, another community (Host): refused like a
+    // made-up token; nothing about the capture is disclosed.
+    let there = relay
+        .http()
+        .with_host(&format!("other.test:{}", relay.addr.port()));
+    let ask_there = |filter: serde_json::Value| {
+        let body = json!([filter]).to_string();
+        let (there, keys) = (there.clone(), alice.keys.clone());
+        async move { there.post_signed(&keys, "/query", body.as_bytes()).await }
+    };
+    let complete_there =
+        ask_there(json!({"artifact": "snapshot", "action": "complete", "token": token})).await;
+    assert_code(&complete_there, 400, "snapshot_invalid");
+    let bodies_there = ask_there(
+        json!({"artifact": "snapshot", "action": "bodies", "token": token,
+        "revisionIds": [task.id]}),
+    )
+    .await;
+    assert_code(&bodies_there, 400, "snapshot_invalid");
+    // At home it still works.
+    assert_eq!(complete(&relay, &alice, token).await.0, 200);
 }
