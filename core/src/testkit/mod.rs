@@ -16,9 +16,7 @@ pub use bench::{percentile, BenchStorage};
 pub use http::HttpClient;
 pub use pg::PgDatabase;
 pub use relay::{TestBackend, TestRelay};
-pub use snapshot::{
-    channel_snapshot, ChannelSnapshot, EventSnapshot, TagSnapshot, ThreadSnapshot,
-};
+pub use snapshot::{channel_snapshot, ChannelSnapshot, EventSnapshot, TagSnapshot, ThreadSnapshot};
 pub use ws::WsClient;
 
 /// The PostgreSQL admin URL for tests, or `None` (after printing why) when absent.

@@ -152,7 +152,11 @@ async fn main() -> anyhow::Result<()> {
             ms(f.large.p99),
             ratio,
             ratio99,
-            if ratio <= TARGET_RATIO { "PASS" } else { "FAIL" }
+            if ratio <= TARGET_RATIO {
+                "PASS"
+            } else {
+                "FAIL"
+            }
         );
         if ratio > TARGET_RATIO {
             missed.push(format!("{} p50 ratio {ratio:.2}", f.backend));
@@ -281,7 +285,11 @@ async fn run(args: &Args, database_url: Option<&str>) -> anyhow::Result<HeadFigu
     let (ratio, ratio99) = head_figures.ratio();
     println!(
         "  ratio large/small: p50 {ratio:.2}, p99 {ratio99:.2}   target p50 <= {TARGET_RATIO}: {}",
-        if ratio <= TARGET_RATIO { "PASS" } else { "FAIL" }
+        if ratio <= TARGET_RATIO {
+            "PASS"
+        } else {
+            "FAIL"
+        }
     );
     let thread_page = json!([{"thread_window": true, "#h": [thread], "#e": [root], "kinds": [9],
         "limit": args.limit}]);

@@ -131,7 +131,12 @@ pub(crate) fn root_row(
 }
 
 /// A direct reply's row (depth 1, not broadcast).
-pub(crate) fn reply_row(community_id: i64, channel: &str, root: &Event, reply: &Event) -> LoadedRow {
+pub(crate) fn reply_row(
+    community_id: i64,
+    channel: &str,
+    root: &Event,
+    reply: &Event,
+) -> LoadedRow {
     let row = ThreadRow {
         community_id,
         event_id: reply.id.clone(),
@@ -315,7 +320,11 @@ impl Seeder {
 
     /// Store what [`Seeder::plan`] made, in jobs all in flight at once (the writer
     /// group-commits them); reactions last, after the events they target.
-    pub(crate) async fn store_planned(&self, channel: &str, planned: Planned) -> anyhow::Result<()> {
+    pub(crate) async fn store_planned(
+        &self,
+        channel: &str,
+        planned: Planned,
+    ) -> anyhow::Result<()> {
         let per_job = self.events_per_job();
         let writes: Vec<_> = planned
             .events

@@ -117,7 +117,9 @@ async fn bulk_seed_matches_ingest(backend: TestBackend, test: &str) {
         clients.insert(keys.pubkey().to_owned(), ws);
     }
     for event in &all {
-        let ws = clients.get_mut(&event.pubkey).expect("an author's connection");
+        let ws = clients
+            .get_mut(&event.pubkey)
+            .expect("an author's connection");
         let (ok, msg) = ws.publish(event).await;
         assert!(ok, "ingest {} (kind {}): {msg}", event.id, event.kind);
     }
@@ -141,8 +143,7 @@ async fn bulk_seed_matches_ingest(backend: TestBackend, test: &str) {
     assert_eq!(through_ingest.threads.len(), THREADS * 10);
     let (ingest, seed) = (normalize(through_ingest), normalize(through_seed));
     assert!(
-        ingest.timeline_arrival.is_some()
-            && ingest.reply_arrivals.iter().any(|(_, a)| a.is_some()),
+        ingest.timeline_arrival.is_some() && ingest.reply_arrivals.iter().any(|(_, a)| a.is_some()),
         "ingest kept arrival columns: {ingest:?}"
     );
     assert_eq!(ingest, seed);
