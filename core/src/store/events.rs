@@ -4,7 +4,7 @@
 use super::conn::Conn;
 use super::schema::{communities, event_tags, events};
 use crate::error::Reason;
-use crate::event::Event;
+use crate::event::{Event, StoredEvent};
 use crate::with_conn;
 use diesel::prelude::*;
 use diesel::result::{DatabaseErrorKind, Error as DieselError};
@@ -218,6 +218,48 @@ fn insert_once(
         }
     }
     Ok(InsertOutcome::Stored { seq })
+}
+
+/// Store a run of independent events at once, inside the caller's transaction (bulk
+/// loads: benchmark seeding, imports); one outcome per event, in order. The rows are
+/// exactly those ingest stores for them, because this is ingest's own insert: on
+/// PostgreSQL the grouped insert of a group commit (`group_insert.rs`: two statements
+/// however many events), on SQLite [`insert_event`] per event (statements are in-process
+/// calls there). What ingest does *besides* the insert (thread metadata, arrival
+/// columns) is the caller's. Only events [`crate::channels::independent`] accepts:
+/// anything else settles a replaceable slot or changes other rows, and must go through
+/// ingest.
+pub fn insert_independent(
+    conn: &mut Conn<'_>,
+    events: &[StoredEvent],
+) -> Result<Vec<InsertOutcome>, Reason> {
+    if let Some(other) = events
+        .iter()
+        .find(|e| !crate::channels::independent(&e.event))
+    {
+        return Err(Reason::invalid(format!(
+            "event {} (kind {}) is not independent: store it through ingest",
+            other.event.id, other.event.kind
+        )));
+    }
+    match conn {
+        Conn::Pg(c) => {
+            let group: Vec<&StoredEvent> = events.iter().collect();
+            Ok(super::group_insert::insert_group(c, &group)?)
+        }
+        Conn::Sqlite(_) => events
+            .iter()
+            .map(|e| {
+                insert_event(
+                    conn,
+                    e.community_id,
+                    &e.event,
+                    e.channel.as_deref(),
+                    e.received_at,
+                )
+            })
+            .collect(),
+    }
 }
 
 /// Store a relay-authored replaceable/addressable event, removing whatever version is

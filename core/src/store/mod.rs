@@ -27,8 +27,8 @@ pub use diesel::pg::PgConnection;
 pub use diesel::sqlite::SqliteConnection;
 pub use diesel_migrations::EmbeddedMigrations;
 pub use events::{
-    apply_deletion, event_channel, event_known, insert_event, replace_relay_event,
-    soft_delete_event, stored_ids, DeletedRow, InsertOutcome,
+    apply_deletion, event_channel, event_known, insert_event, insert_independent,
+    replace_relay_event, soft_delete_event, stored_ids, DeletedRow, InsertOutcome,
 };
 pub use identity::recorded_identity;
 pub use migrate::{MigrationId, MigrationSet, MigrationStatus, Migrations};

@@ -74,6 +74,29 @@ pub fn insert_rows(conn: &mut Conn<'_>, rows: &[ThreadRow]) -> Result<(), Reason
     Ok(())
 }
 
+/// A precomputed row for a bulk load together with the arrival column ingest keeps on it
+/// ([`record_arrival`]: on a thread root, the newest reply's `received_at`; `None`
+/// elsewhere), so a loaded thread reads like an ingested one to read positions too.
+#[derive(Debug, Clone, Insertable)]
+#[diesel(table_name = thread_metadata)]
+pub struct LoadedRow {
+    #[diesel(embed)]
+    pub row: ThreadRow,
+    pub last_reply_received_at: Option<i64>,
+}
+
+/// Store precomputed rows with their arrival column (bulk loads that must match ingest
+/// row for row, such as benchmark seeding).
+pub fn insert_loaded(conn: &mut Conn<'_>, rows: &[LoadedRow]) -> Result<(), Reason> {
+    // 15 columns a row: still within SQLite's variable limit at this size.
+    for chunk in rows.chunks(ROWS_PER_INSERT) {
+        with_conn!(conn, |c| diesel::insert_into(thread_metadata::table)
+            .values(chunk)
+            .execute(c))?;
+    }
+    Ok(())
+}
+
 /// Compute and store the metadata of a just-stored conversation event.
 pub fn record(
     conn: &mut Conn<'_>,

@@ -71,6 +71,14 @@ impl BenchStorage {
     }
 }
 
+impl BenchStorage {
+    /// Keep the scratch PostgreSQL database (if any) instead of dropping it, so its plans
+    /// can be inspected after the run; returns its URL.
+    pub fn keep_database(&mut self) -> Option<String> {
+        self._scratch.take().map(PgDatabase::keep)
+    }
+}
+
 /// The `pct`th percentile of `sorted` latencies (nearest rank, clamped to the last;
 /// zero for none), as the benchmarks print them.
 pub fn percentile(sorted: &[std::time::Duration], pct: usize) -> std::time::Duration {

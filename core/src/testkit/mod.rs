@@ -10,6 +10,7 @@ mod http;
 mod own_redis;
 mod pg;
 mod relay;
+mod snapshot;
 mod ws;
 
 pub use bench::{percentile, BenchStorage};
@@ -17,6 +18,7 @@ pub use http::HttpClient;
 pub use own_redis::OwnRedis;
 pub use pg::PgDatabase;
 pub use relay::{TestBackend, TestRelay};
+pub use snapshot::{channel_snapshot, ChannelSnapshot, EventSnapshot, TagSnapshot, ThreadSnapshot};
 pub use ws::WsClient;
 
 /// The PostgreSQL admin URL for tests, or `None` (after printing why) when absent.

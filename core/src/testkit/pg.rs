@@ -33,6 +33,15 @@ impl PgDatabase {
     }
 }
 
+impl PgDatabase {
+    /// Keep the database after this value is gone (to inspect it); returns its URL.
+    pub fn keep(self) -> String {
+        let url = self.url.clone();
+        std::mem::forget(self);
+        url
+    }
+}
+
 impl Drop for PgDatabase {
     fn drop(&mut self) {
         let dropped = PgConnection::establish(&self.admin_url).and_then(|mut admin| {

@@ -1,25 +1,40 @@
 //! Seeding large channels fast: real signed events (signed on every core), written
-//! straight through the relay's `Store` in big writer jobs, with the thread metadata
-//! ingest would have computed for them. Going through the WebSocket would measure
-//! ingest, not windows, and take an hour for a million events.
+//! straight through the relay's `Store` in big writer jobs, as the rows ingest would
+//! have stored for them: the event and tag rows by ingest's own insert
+//! (`insert_independent`: on PostgreSQL the two-statement grouped insert of a group
+//! commit, multi-row `UNNEST` arrays), the thread metadata ingest computes (counts, newest
+//! reply, path) with its arrival columns (`last_reply_received_at` on roots,
+//! `channels.last_timeline_received_at`), all as if each event arrived in the second it
+//! is dated. Going through the WebSocket would measure ingest, not windows, and take an
+//! hour for a million events.
 
 use anyhow::Context;
-use buzz_core::event::Event;
+use buzz_core::error::Reason;
+use buzz_core::event::{Event, StoredEvent};
 use buzz_core::keys::Keys;
-use buzz_core::store::threads::{insert_rows, ThreadRow};
-use buzz_core::store::{insert_event, Store};
+use buzz_core::store::channel_state::note_timeline_arrival;
+use buzz_core::store::threads::{insert_loaded, LoadedRow, ThreadRow};
+use buzz_core::store::{insert_independent, Backend, InsertOutcome, Store};
 
-/// Events per writer job. Each job runs in its own savepoint, and with SQLite's
-/// in-memory sub-journal every statement costs time proportional to what the savepoint
-/// has changed so far (`memjrnlTruncate`), so big jobs are quadratic. Many small jobs in
-/// flight at once keep seeding linear; the writer group-commits them.
-const EVENTS_PER_JOB: usize = 50;
+/// Events per writer job on SQLite. A failing batch is replayed with a savepoint per job,
+/// and with SQLite's in-memory sub-journal every statement costs time proportional to
+/// what the savepoint has changed so far (`memjrnlTruncate`), so big jobs are quadratic.
+/// Many small jobs in flight at once keep seeding linear; the writer group-commits them.
+const SQLITE_EVENTS_PER_JOB: usize = 50;
+/// Events per writer job on PostgreSQL: each job is two multi-row statements for the
+/// events and their tags plus a few for the metadata, so big jobs mean few round trips.
+const PG_EVENTS_PER_JOB: usize = 1_000;
 /// Events signed at once (on every core) before they are written.
 const SIGN_CHUNK: usize = 20_000;
 /// Replies per thread in a seeded channel: 1 root + 9 replies = 90% replies.
 pub(crate) const REPLIES_PER_ROOT: usize = 9;
 /// The newest roots of a seeded channel that get a reaction (so aux has work to do).
 const REACTED_ROOTS: usize = 60;
+
+/// When a seeded event arrived (`received_at`, microseconds): in the second it is dated.
+pub(crate) fn arrival(created_at: i64) -> i64 {
+    created_at * 1_000_000
+}
 
 /// An event to sign.
 struct Spec {
@@ -30,12 +45,29 @@ struct Spec {
     created_at: i64,
 }
 
+/// One chunk of a seeded channel: signed events with the thread rows ingest would keep
+/// for them (one each, in the same order), and reactions (no thread rows).
+pub(crate) struct Planned {
+    pub(crate) events: Vec<Event>,
+    pub(crate) rows: Vec<LoadedRow>,
+    pub(crate) reactions: Vec<Event>,
+}
+
 /// Writes seeded channels into one community.
 pub(crate) struct Seeder {
     pub(crate) store: Store,
     pub(crate) community_id: i64,
     /// Authors of the seeded events (participants of the threads).
     pub(crate) authors: Vec<Keys>,
+}
+
+impl Seeder {
+    fn events_per_job(&self) -> usize {
+        match self.store.backend() {
+            Backend::Sqlite => SQLITE_EVENTS_PER_JOB,
+            Backend::Postgres => PG_EVENTS_PER_JOB,
+        }
+    }
 }
 
 fn tag(parts: &[&str]) -> Vec<String> {
@@ -69,8 +101,14 @@ fn sign_all(specs: Vec<Spec>, authors: &[Keys]) -> Vec<Event> {
     })
 }
 
-fn root_row(community_id: i64, channel: &str, root: &Event, replies: &[Event]) -> ThreadRow {
-    ThreadRow {
+/// A thread root's row as ingest leaves it once all `replies` arrived.
+pub(crate) fn root_row(
+    community_id: i64,
+    channel: &str,
+    root: &Event,
+    replies: &[Event],
+) -> LoadedRow {
+    let row = ThreadRow {
         community_id,
         event_id: root.id.clone(),
         channel_id: channel.to_owned(),
@@ -85,11 +123,21 @@ fn root_row(community_id: i64, channel: &str, root: &Event, replies: &[Event]) -
         reply_count: replies.len() as i64,
         descendant_count: replies.len() as i64,
         last_reply_at: replies.iter().map(|r| r.created_at).max(),
+    };
+    LoadedRow {
+        row,
+        last_reply_received_at: replies.iter().map(|r| arrival(r.created_at)).max(),
     }
 }
 
-fn reply_row(community_id: i64, channel: &str, root: &Event, reply: &Event) -> ThreadRow {
-    ThreadRow {
+/// A direct reply's row (depth 1, not broadcast).
+pub(crate) fn reply_row(
+    community_id: i64,
+    channel: &str,
+    root: &Event,
+    reply: &Event,
+) -> LoadedRow {
+    let row = ThreadRow {
         community_id,
         event_id: reply.id.clone(),
         channel_id: channel.to_owned(),
@@ -104,6 +152,10 @@ fn reply_row(community_id: i64, channel: &str, root: &Event, reply: &Event) -> T
         reply_count: 0,
         descendant_count: 0,
         last_reply_at: None,
+    };
+    LoadedRow {
+        row,
+        last_reply_received_at: None,
     }
 }
 
@@ -122,27 +174,50 @@ impl Seeder {
         }
     }
 
-    /// Write events and their metadata in one writer job.
-    async fn write(
+    /// Write events and their metadata in one writer job, as ingest would have stored
+    /// them (see the module comment).
+    pub(crate) async fn write(
         &self,
         channel: &str,
         events: Vec<Event>,
-        rows: Vec<ThreadRow>,
+        rows: Vec<LoadedRow>,
     ) -> anyhow::Result<()> {
         let community_id = self.community_id;
         let channel = channel.to_owned();
+        let stored: Vec<StoredEvent> = events
+            .into_iter()
+            .map(|event| StoredEvent {
+                community_id,
+                channel: Some(channel.clone()),
+                received_at: arrival(event.created_at),
+                event,
+            })
+            .collect();
+        // The channel timeline's newest arrival among these rows (ingest raises
+        // `channels.last_timeline_received_at` for every top-level message).
+        let timeline = rows
+            .iter()
+            .filter(|r| r.row.is_top_level())
+            .map(|r| arrival(r.row.created_at))
+            .max();
         self.store
             .write(move |conn| {
-                for event in &events {
-                    insert_event(
-                        conn,
-                        community_id,
-                        event,
-                        Some(&channel),
-                        event.created_at * 1_000_000,
-                    )?;
+                let outcomes = insert_independent(conn, &stored)?;
+                if let Some((event, outcome)) = stored
+                    .iter()
+                    .zip(&outcomes)
+                    .find(|(_, o)| !matches!(o, InsertOutcome::Stored { .. }))
+                {
+                    return Err(Reason::Internal(anyhow::anyhow!(
+                        "seeded event {} was not stored: {outcome:?}",
+                        event.event.id
+                    )));
                 }
-                insert_rows(conn, &rows)
+                insert_loaded(conn, &rows)?;
+                if let Some(at) = timeline {
+                    note_timeline_arrival(conn, community_id, &channel, at)?;
+                }
+                Ok(())
             })
             .await
             .map_err(|r| anyhow::anyhow!("seeding write failed: {r}"))
@@ -157,74 +232,113 @@ impl Seeder {
         events: usize,
         start: i64,
     ) -> anyhow::Result<()> {
-        let per_thread = REPLIES_PER_ROOT + 1;
-        let threads = events / per_thread;
-        let threads_per_chunk = (SIGN_CHUNK / per_thread).max(1);
+        let threads = events / (REPLIES_PER_ROOT + 1);
+        let threads_per_chunk = (SIGN_CHUNK / (REPLIES_PER_ROOT + 1)).max(1);
         let mut done = 0;
         while done < threads {
             let batch = threads_per_chunk.min(threads - done);
-            let roots: Vec<Spec> = (done..done + batch)
-                .map(|t| Spec {
-                    author: t % self.authors.len(),
-                    kind: 9,
-                    tags: vec![tag(&["h", channel])],
-                    content: format!("topic {t}: something worth a thread, with a little detail"),
-                    created_at: start + (t * per_thread) as i64,
+            let last = done + batch >= threads;
+            let planned = self.plan(channel, done, batch, start, last);
+            self.store_planned(channel, planned).await?;
+            done += batch;
+        }
+        Ok(())
+    }
+
+    /// Threads `first..first + count` of a seeded channel (thread `t` starts at
+    /// `start + 10 t`), signed, with their rows; with `react`, reactions to the newest
+    /// of them.
+    pub(crate) fn plan(
+        &self,
+        channel: &str,
+        first: usize,
+        count: usize,
+        start: i64,
+        react: bool,
+    ) -> Planned {
+        let per_thread = REPLIES_PER_ROOT + 1;
+        let roots: Vec<Spec> = (first..first + count)
+            .map(|t| Spec {
+                author: t % self.authors.len(),
+                kind: 9,
+                tags: vec![tag(&["h", channel])],
+                content: format!("topic {t}: something worth a thread, with a little detail"),
+                created_at: start + (t * per_thread) as i64,
+            })
+            .collect();
+        let roots = sign_all(roots, &self.authors);
+        let mut specs = Vec::new();
+        for (i, root) in roots.iter().enumerate() {
+            for r in 1..=REPLIES_PER_ROOT {
+                specs.push(self.reply_spec(
+                    channel,
+                    root,
+                    first + i + r,
+                    root.created_at + r as i64,
+                ));
+            }
+        }
+        let replies = sign_all(specs, &self.authors);
+        // Thread by thread, so events and metadata rows line up (10 each).
+        let mut events = Vec::with_capacity(count * per_thread);
+        let mut rows = Vec::with_capacity(count * per_thread);
+        for (root, replies) in roots.iter().zip(replies.chunks(REPLIES_PER_ROOT)) {
+            events.push(root.clone());
+            events.extend(replies.iter().cloned());
+            rows.push(root_row(self.community_id, channel, root, replies));
+            rows.extend(
+                replies
+                    .iter()
+                    .map(|r| reply_row(self.community_id, channel, root, r)),
+            );
+        }
+        let reactions = if react {
+            // Reactions to the newest roots, in their thread's last second.
+            let specs: Vec<Spec> = roots
+                .iter()
+                .rev()
+                .take(REACTED_ROOTS)
+                .enumerate()
+                .map(|(i, root)| Spec {
+                    author: i % self.authors.len(),
+                    kind: 7,
+                    tags: vec![tag(&["h", channel]), tag(&["e", &root.id])],
+                    content: "+".into(),
+                    created_at: root.created_at + REPLIES_PER_ROOT as i64,
                 })
                 .collect();
-            let roots = sign_all(roots, &self.authors);
-            let mut specs = Vec::new();
-            for (i, root) in roots.iter().enumerate() {
-                for r in 1..=REPLIES_PER_ROOT {
-                    specs.push(self.reply_spec(
-                        channel,
-                        root,
-                        done + i + r,
-                        root.created_at + r as i64,
-                    ));
-                }
-            }
-            let replies = sign_all(specs, &self.authors);
-            // Thread by thread, so events and metadata rows line up (10 each).
-            let mut events = Vec::with_capacity(batch * per_thread);
-            let mut rows = Vec::with_capacity(batch * per_thread);
-            for (root, replies) in roots.iter().zip(replies.chunks(REPLIES_PER_ROOT)) {
-                events.push(root.clone());
-                events.extend(replies.iter().cloned());
-                rows.push(root_row(self.community_id, channel, root, replies));
-                rows.extend(
-                    replies
-                        .iter()
-                        .map(|r| reply_row(self.community_id, channel, root, r)),
-                );
-            }
-            let mut writes: Vec<_> = events
-                .chunks(EVENTS_PER_JOB)
-                .zip(rows.chunks(EVENTS_PER_JOB))
-                .map(|(e, r)| self.write(channel, e.to_vec(), r.to_vec()))
-                .collect();
-            if done + batch >= threads {
-                // Reactions to the newest roots, in their thread's last second.
-                let specs: Vec<Spec> = roots
-                    .iter()
-                    .rev()
-                    .take(REACTED_ROOTS)
-                    .enumerate()
-                    .map(|(i, root)| Spec {
-                        author: i % self.authors.len(),
-                        kind: 7,
-                        tags: vec![tag(&["h", channel]), tag(&["e", &root.id])],
-                        content: "+".into(),
-                        created_at: root.created_at + REPLIES_PER_ROOT as i64,
-                    })
-                    .collect();
-                writes.push(self.write(channel, sign_all(specs, &self.authors), Vec::new()));
-            }
-            // All in flight at once: the writer group-commits them.
-            futures_util::future::try_join_all(writes)
+            sign_all(specs, &self.authors)
+        } else {
+            Vec::new()
+        };
+        Planned {
+            events,
+            rows,
+            reactions,
+        }
+    }
+
+    /// Store what [`Seeder::plan`] made, in jobs all in flight at once (the writer
+    /// group-commits them); reactions last, after the events they target.
+    pub(crate) async fn store_planned(
+        &self,
+        channel: &str,
+        planned: Planned,
+    ) -> anyhow::Result<()> {
+        let per_job = self.events_per_job();
+        let writes: Vec<_> = planned
+            .events
+            .chunks(per_job)
+            .zip(planned.rows.chunks(per_job))
+            .map(|(e, r)| self.write(channel, e.to_vec(), r.to_vec()))
+            .collect();
+        futures_util::future::try_join_all(writes)
+            .await
+            .with_context(|| format!("seeding {channel}"))?;
+        if !planned.reactions.is_empty() {
+            self.write(channel, planned.reactions, Vec::new())
                 .await
-                .with_context(|| format!("seeding {channel}"))?;
-            done += batch;
+                .with_context(|| format!("seeding reactions in {channel}"))?;
         }
         Ok(())
     }
@@ -266,7 +380,7 @@ impl Seeder {
             vec![root_row(self.community_id, channel, &root, &replies)],
         )
         .await?;
-        let writes = replies.chunks(EVENTS_PER_JOB).map(|chunk| {
+        let writes = replies.chunks(self.events_per_job()).map(|chunk| {
             let rows = chunk
                 .iter()
                 .map(|r| reply_row(self.community_id, channel, &root, r))

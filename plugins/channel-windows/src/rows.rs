@@ -39,7 +39,8 @@ fn kind_values(kinds: &[u32]) -> Vec<i32> {
 /// stream (NIP-CW "Degradation"). The channel column alone also holds relay-signed
 /// group state (39000–39002, tagged `d`), which is replaceable and would otherwise
 /// sit at the head of the timeline. The check probes `event_tags`' primary key
-/// (`event_seq`, …) per candidate, so it keeps the channel index walk.
+/// (`event_seq`, …) per candidate, so it keeps the channel index walk (see the
+/// `OFFSET 0` below for why it must stay a per-row probe on PostgreSQL).
 pub(crate) fn channel_rows(
     conn: &mut Conn<'_>,
     community_id: i64,
@@ -67,7 +68,15 @@ pub(crate) fn channel_rows(
                 event_tags::table
                     .filter(event_tags::event_seq.eq(events::seq))
                     .filter(event_tags::name.eq("h"))
-                    .filter(event_tags::value.eq(channel)),
+                    .filter(event_tags::value.eq(channel))
+                    // `OFFSET 0` keeps PostgreSQL from turning the probe into a semi-join:
+                    // as a join its row estimate is far too low (it multiplies the `h`
+                    // share by the channel's), so the planner expects fewer rows than
+                    // the page and reads the whole channel to sort it (seq scans + hash
+                    // semi-join; ~0.3 s at 10k events, seconds at 100k, and always with
+                    // the generic plan of the cached prepared statement). As a per-row
+                    // subplan the channel index walk stops at the page.
+                    .offset(0),
             ))
             .filter(
                 thread_metadata::event_id
