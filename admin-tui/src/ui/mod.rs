@@ -3,6 +3,7 @@
 //! Panes only draw the [`Snapshot`] the background refresher keeps; anything that does
 //! I/O (NIP-86 calls, dry-runs) is an [`Action`] the loop runs off the UI thread.
 
+mod frontiers;
 mod list;
 mod migrations;
 mod moderation;
@@ -10,6 +11,7 @@ mod overview;
 mod plugins;
 mod policies;
 
+use crate::data::frontiers::Reader;
 use crate::data::Snapshot;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -42,6 +44,8 @@ pub enum Action {
         community: String,
         event: String,
     },
+    /// Watch this reader in the Frontiers pane (read by the refresher thread).
+    WatchFrontiers(Reader),
     /// Show a line in the status bar.
     Notify(String),
 }
@@ -70,7 +74,7 @@ pub trait Component {
 
 /// Keys every pane has.
 const GLOBAL_KEYS: [(&str, &str); 6] = [
-    ("1-5/Tab", "pane"),
+    ("1-6/Tab", "pane"),
     ("↑↓", "select"),
     ("/", "filter"),
     ("r", "refresh"),
@@ -106,6 +110,7 @@ impl App {
                 Box::new(plugins::Plugins::default()),
                 Box::new(policies::Policies::default()),
                 Box::new(moderation::Moderation::new(owner)),
+                Box::new(frontiers::Frontiers::default()),
             ],
             active: 0,
             mode: Mode::Normal,

@@ -140,9 +140,8 @@ pub fn reader_frontiers(
             .collect();
         for chunk in unread_joined.chunks(MAX_CHANNELS) {
             let marks = vec!["?"; chunk.len()].join(", ");
-            let text = format!(
-                "SELECT id, name FROM channels WHERE community_id = ? AND id IN ({marks})"
-            );
+            let text =
+                format!("SELECT id, name FROM channels WHERE community_id = ? AND id IN ({marks})");
             let mut binds = vec![Val::I(community_id)];
             binds.extend(chunk.iter().map(|id| Val::T(id)));
             for named in load::<Named>(conn, &text, &binds)? {

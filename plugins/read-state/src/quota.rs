@@ -30,12 +30,17 @@ const TAKE_SCRIPT: &str = "local n = redis.call('INCR', KEYS[1]) \
 pub(crate) enum Verdict {
     Allowed,
     /// Over the quota; retry after this many seconds (the rest of the window, ≥ 1).
-    Limited { retry_after_secs: u64 },
+    Limited {
+        retry_after_secs: u64,
+    },
 }
 
 enum Counts {
     Local(Mutex<HashMap<(i64, String), (i64, u64)>>),
-    Shared { redis: Arc<RedisLink>, prefix: String },
+    Shared {
+        redis: Arc<RedisLink>,
+        prefix: String,
+    },
 }
 
 pub(crate) struct Quota {
@@ -155,7 +160,10 @@ mod tests {
                 .spawn()
                 .expect("redis-server on the PATH");
             for _ in 0..200 {
-                if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+                if tokio::net::TcpStream::connect(("127.0.0.1", port))
+                    .await
+                    .is_ok()
+                {
                     return OwnRedis(child, port);
                 }
                 tokio::time::sleep(std::time::Duration::from_millis(50)).await;

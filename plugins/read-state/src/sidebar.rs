@@ -166,7 +166,11 @@ struct ChannelId {
 }
 
 /// The signer's joined, nondeleted channels, by id.
-pub(crate) fn joined_channels(conn: &mut Conn<'_>, cid: i64, me: &str) -> Result<Vec<String>, Reason> {
+pub(crate) fn joined_channels(
+    conn: &mut Conn<'_>,
+    cid: i64,
+    me: &str,
+) -> Result<Vec<String>, Reason> {
     let rows: Vec<ChannelId> = load(
         conn,
         "SELECT c.id AS id FROM channel_members m JOIN channels c \
@@ -332,7 +336,10 @@ fn threads(
     for thread in followed {
         let position = thread.position.max(floor);
         // Nothing new (or no reply at all): skipped without reading replies.
-        if thread.last_reply_received_at.is_none_or(|last| last <= position) {
+        if thread
+            .last_reply_received_at
+            .is_none_or(|last| last <= position)
+        {
             continue;
         }
         let scope = Scope::Thread {

@@ -30,7 +30,11 @@ async fn away_from_a_window_edge() {
 
 fn assert_limited(answer: &Answer) {
     assert_eq!(answer.status, 429, "{}", answer.body);
-    assert_eq!(answer.body["error"]["code"], "rate_limited", "{}", answer.body);
+    assert_eq!(
+        answer.body["error"]["code"], "rate_limited",
+        "{}",
+        answer.body
+    );
     assert!(answer.body["error"]["request_id"].is_string());
     let retry: i64 = answer
         .header("retry-after")
