@@ -176,43 +176,44 @@ async fn frontiers_pane_shows_a_readers_state(backend: Db, name: &str) {
         tokio::task::block_in_place(|| wait(&|s| s.frontiers.value.is_some())),
         "the reader's frontiers are read off the UI thread"
     );
-    let snapshot = refresher.snapshot.lock().expect("snapshot");
-    let text = draw(&mut app, &snapshot);
-    assert!(text.contains("Frontiers in localhost"), "{text}");
-    assert!(
-        text.contains(&format!("reader {}", &bob.pubkey()[..16])),
-        "{text}"
-    );
-    assert!(text.contains("started 20"), "{text}");
-    assert!(text.contains("1 joined, 3 threads (2 followed)"), "{text}");
-    assert!(text.contains("#general"), "{text}");
-    assert!(text.contains("unread 1@, 1 thr"), "{text}");
-    assert!(text.contains(&format!("↳ {}", &root.id[..8])), "{text}");
-    assert!(
-        text.contains("following") && text.contains("unfollowed"),
-        "{text}"
-    );
-    assert!(
-        text.contains("unread 0@") && text.contains("nothing new"),
-        "{text}"
-    );
-    assert!(text.contains("4 scopes"), "{text}");
-    // `/` keeps only matching rows.
-    app.handle_key(key(KeyCode::Char('/')), &snapshot);
-    for c in "unfollowed".chars() {
-        app.handle_key(key(KeyCode::Char(c)), &snapshot);
+    {
+        let snapshot = refresher.snapshot.lock().expect("snapshot");
+        let text = draw(&mut app, &snapshot);
+        assert!(text.contains("Frontiers in localhost"), "{text}");
+        assert!(
+            text.contains(&format!("reader {}", &bob.pubkey()[..16])),
+            "{text}"
+        );
+        assert!(text.contains("started 20"), "{text}");
+        assert!(text.contains("1 joined, 3 threads (2 followed)"), "{text}");
+        assert!(text.contains("#general"), "{text}");
+        assert!(text.contains("unread 1@, 1 thr"), "{text}");
+        assert!(text.contains(&format!("↳ {}", &root.id[..8])), "{text}");
+        assert!(
+            text.contains("following") && text.contains("unfollowed"),
+            "{text}"
+        );
+        assert!(
+            text.contains("unread 0@") && text.contains("nothing new"),
+            "{text}"
+        );
+        assert!(text.contains("4 scopes"), "{text}");
+        // `/` keeps only matching rows.
+        app.handle_key(key(KeyCode::Char('/')), &snapshot);
+        for c in "unfollowed".chars() {
+            app.handle_key(key(KeyCode::Char(c)), &snapshot);
+        }
+        app.handle_key(key(KeyCode::Enter), &snapshot);
+        let text = draw(&mut app, &snapshot);
+        assert!(text.contains("1 scopes /unfollowed"), "{text}");
+        assert!(!text.contains("#general "), "{text}");
+        // A bad pubkey is refused with a notice, not watched.
+        app.handle_key(key(KeyCode::Char('p')), &snapshot);
+        app.paste("npub1notakey");
+        assert_eq!(app.handle_key(key(KeyCode::Enter), &snapshot), None);
+        let text = draw(&mut app, &snapshot);
+        assert!(text.contains("not a valid npub"), "{text}");
     }
-    app.handle_key(key(KeyCode::Enter), &snapshot);
-    let text = draw(&mut app, &snapshot);
-    assert!(text.contains("1 scopes /unfollowed"), "{text}");
-    assert!(!text.contains("#general "), "{text}");
-    // A bad pubkey is refused with a notice, not watched.
-    app.handle_key(key(KeyCode::Char('p')), &snapshot);
-    app.paste("npub1notakey");
-    assert_eq!(app.handle_key(key(KeyCode::Enter), &snapshot), None);
-    let text = draw(&mut app, &snapshot);
-    assert!(text.contains("not a valid npub"), "{text}");
-    drop(snapshot);
     relay.stop().await;
 }
 

@@ -159,12 +159,14 @@ mod tests {
                 .stderr(std::process::Stdio::null())
                 .spawn()
                 .expect("redis-server on the PATH");
+            // Owned at once, so every path (the panic below included) kills and reaps it.
+            let own = OwnRedis(child, port);
             for _ in 0..200 {
                 if tokio::net::TcpStream::connect(("127.0.0.1", port))
                     .await
                     .is_ok()
                 {
-                    return OwnRedis(child, port);
+                    return own;
                 }
                 tokio::time::sleep(std::time::Duration::from_millis(50)).await;
             }
