@@ -79,6 +79,10 @@ pub fn run(settings: Settings, catalog: PluginCatalog, owner: Option<Keys>) -> a
             match action {
                 None | Some(Action::Prompt { .. }) | Some(Action::Notify(_)) => {}
                 Some(Action::Quit) => return Ok(()),
+                Some(Action::WatchFrontiers(reader)) => {
+                    app.set_status(format!("reading frontiers in {}…", reader.host));
+                    refresher.watch_frontiers(reader);
+                }
                 Some(Action::Refresh) => {
                     refresher.refresh_now();
                     app.set_status("refreshing…");

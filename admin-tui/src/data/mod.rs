@@ -2,12 +2,15 @@
 //! relay's own database and config (works with the relay stopped), each relay
 //! process's `/metrics`, the live NIP-11 document, NIP-86 calls and policy dry-runs.
 //!
-//! This is the one place besides `src/main.rs` that may name plugins; it does not need
-//! to: every plugin's pane data is its `AdminPanel` (see `ui/plugins.rs`).
+//! This is the one place besides `src/main.rs` that may name plugins. Every plugin's
+//! pane data is its `AdminPanel` (see `ui/plugins.rs`), except one view that is not a
+//! panel: a reader's read-state frontiers (`frontiers.rs`, the read-state plugin's
+//! `reader_frontiers`), asked for one (community, pubkey) at a time.
 
 pub mod captures;
 pub mod dryrun;
 pub mod figures;
+pub mod frontiers;
 pub mod nip86;
 pub mod report;
 pub mod sources;
@@ -85,4 +88,6 @@ pub struct Snapshot {
     pub nip11: Sourced<serde_json::Value>,
     /// The snapshot plugin's captures, from Redis or the database.
     pub captures: Sourced<captures::CapturesView>,
+    /// The reader the Frontiers pane asked about, refreshed with the database.
+    pub frontiers: Sourced<frontiers::Frontiers>,
 }

@@ -4,6 +4,7 @@
 //! the UI.
 
 use super::figures::{Figures, Live};
+use super::frontiers::{gather_frontiers, Reader};
 use super::report::Report;
 use super::{CommunityModeration, DbState, Process, Snapshot, Sourced};
 use buzz_core::config::Settings;
@@ -166,6 +167,8 @@ pub async fn gather_captures(
 pub struct Refresher {
     pub snapshot: Arc<Mutex<Snapshot>>,
     wake: tokio::sync::mpsc::UnboundedSender<()>,
+    /// The reader the Frontiers pane watches, read with each database refresh.
+    reader: Arc<Mutex<Option<Reader>>>,
 }
 
 impl Refresher {
@@ -188,6 +191,8 @@ impl Refresher {
         }));
         let (wake, mut woken) = tokio::sync::mpsc::unbounded_channel();
         let shared = snapshot.clone();
+        let reader = Arc::new(Mutex::new(None::<Reader>));
+        let watched = reader.clone();
         let client = http_client()?;
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -230,6 +235,22 @@ impl Refresher {
                             if let Ok(mut s) = shared.lock() {
                                 s.captures.update(captures);
                             }
+                            let asked = watched.lock().ok().and_then(|r| r.clone());
+                            if let Some(asked) = asked {
+                                let (s, c, r) = (settings.clone(), catalog.clone(), asked.clone());
+                                let read = tokio::task::spawn_blocking(move || {
+                                    gather_frontiers(&s, &c, &r)
+                                })
+                                .await
+                                .unwrap_or_else(|e| Err(format!("frontiers read failed: {e}")));
+                                // Kept only if the operator still asks about this reader.
+                                let current = watched.lock().ok().and_then(|r| r.clone());
+                                if current.as_ref() == Some(&asked) {
+                                    if let Ok(mut s) = shared.lock() {
+                                        s.frontiers.update(read);
+                                    }
+                                }
+                            }
                             last_db = Some(Instant::now());
                         }
                         tokio::select! {
@@ -245,7 +266,23 @@ impl Refresher {
                 })
             })
             .map_err(|e| format!("refresh thread: {e}"))?;
-        Ok(Refresher { snapshot, wake })
+        Ok(Refresher {
+            snapshot,
+            wake,
+            reader,
+        })
+    }
+
+    /// Watch `reader` in the Frontiers pane from now on (the previous reader's data is
+    /// dropped at once), and read it now.
+    pub fn watch_frontiers(&self, reader: Reader) {
+        if let Ok(mut r) = self.reader.lock() {
+            *r = Some(reader);
+        }
+        if let Ok(mut s) = self.snapshot.lock() {
+            s.frontiers = Sourced::default();
+        }
+        self.refresh_now();
     }
 
     /// Refresh everything now (the `r` key, and after an action).

@@ -4,6 +4,7 @@
 //! I/O (NIP-86 calls, dry-runs) is an [`Action`] the loop runs off the UI thread.
 
 mod captures;
+mod frontiers;
 mod list;
 mod migrations;
 mod moderation;
@@ -11,6 +12,7 @@ mod overview;
 mod plugins;
 mod policies;
 
+use crate::data::frontiers::Reader;
 use crate::data::Snapshot;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -43,6 +45,8 @@ pub enum Action {
         community: String,
         event: String,
     },
+    /// Watch this reader in the Frontiers pane (read by the refresher thread).
+    WatchFrontiers(Reader),
     /// Show a line in the status bar.
     Notify(String),
 }
@@ -71,7 +75,7 @@ pub trait Component {
 
 /// Keys every pane has.
 const GLOBAL_KEYS: [(&str, &str); 6] = [
-    ("1-6/Tab", "pane"),
+    ("1-7/Tab", "pane"),
     ("↑↓", "select"),
     ("/", "filter"),
     ("r", "refresh"),
@@ -108,6 +112,7 @@ impl App {
                 Box::new(policies::Policies::default()),
                 Box::new(moderation::Moderation::new(owner)),
                 Box::new(captures::CapturesPane::default()),
+                Box::new(frontiers::Frontiers::default()),
             ],
             active: 0,
             mode: Mode::Normal,

@@ -3,12 +3,11 @@
 //! following) and mentions. Every position only moves forward: each upsert keeps the
 //! larger of the stored and the new value.
 
-use crate::sql::{sql, OptI64, I64};
+use crate::sql::{execute, first, load as load_rows, OptI64, Val, I64};
 use buzz_core::error::Reason;
 use buzz_core::store::Conn;
-use buzz_core::with_conn;
-use diesel::sql_types::{BigInt, Bool, Text};
-use diesel::{QueryableByName, RunQueryDsl};
+use diesel::sql_types::{BigInt, Bool};
+use diesel::QueryableByName;
 
 /// The channel timeline's `root_id`.
 pub(crate) const TIMELINE: &str = "";
@@ -91,33 +90,37 @@ pub(crate) fn upsert(
         Upsert::IfAbsent => ("DO NOTHING".to_owned(), true),
         Upsert::Unfollow => ("DO UPDATE SET following = FALSE".to_owned(), false),
     };
-    let text = sql(conn.backend(), &format!("{INSERT}{tail}"));
-    with_conn!(conn, |c| diesel::sql_query(&text)
-        .bind::<BigInt, _>(key.community_id)
-        .bind::<Text, _>(key.pubkey)
-        .bind::<Text, _>(key.channel_id)
-        .bind::<Text, _>(key.root_id)
-        .bind::<BigInt, _>(position)
-        .bind::<BigInt, _>(cut)
-        .bind::<Bool, _>(following)
-        .execute(c))?;
+    let text = format!("{INSERT}{tail}");
+    execute(
+        conn,
+        &text,
+        &[
+            Val::I(key.community_id),
+            Val::T(key.pubkey),
+            Val::T(key.channel_id),
+            Val::T(key.root_id),
+            Val::I(position),
+            Val::I(cut),
+            Val::B(following),
+        ],
+    )?;
     Ok(())
 }
 
 /// The row of one scope, if any.
 pub(crate) fn load(conn: &mut Conn<'_>, key: Key<'_>) -> Result<Option<Frontier>, Reason> {
-    let text = sql(
-        conn.backend(),
+    let row: Option<FrontierRow> = first(
+        conn,
         "SELECT position, cut, following FROM read_state_frontiers \
          WHERE community_id = ? AND pubkey = ? AND channel_id = ? AND root_id = ?",
-    );
-    let rows: Vec<FrontierRow> = with_conn!(conn, |c| diesel::sql_query(&text)
-        .bind::<BigInt, _>(key.community_id)
-        .bind::<Text, _>(key.pubkey)
-        .bind::<Text, _>(key.channel_id)
-        .bind::<Text, _>(key.root_id)
-        .load(c))?;
-    Ok(rows.into_iter().next().map(|r| Frontier {
+        &[
+            Val::I(key.community_id),
+            Val::T(key.pubkey),
+            Val::T(key.channel_id),
+            Val::T(key.root_id),
+        ],
+    )?;
+    Ok(row.map(|r| Frontier {
         position: r.position,
         cut: r.cut,
         following: r.following,
@@ -130,15 +133,12 @@ pub(crate) fn started_at(
     community_id: i64,
     pubkey: &str,
 ) -> Result<Option<i64>, Reason> {
-    let text = sql(
-        conn.backend(),
+    let row: Option<I64> = first(
+        conn,
         "SELECT started_at AS v FROM read_state_accounts WHERE community_id = ? AND pubkey = ?",
-    );
-    let rows: Vec<I64> = with_conn!(conn, |c| diesel::sql_query(&text)
-        .bind::<BigInt, _>(community_id)
-        .bind::<Text, _>(pubkey)
-        .load(c))?;
-    Ok(rows.into_iter().next().map(|r| r.v))
+        &[Val::I(community_id), Val::T(pubkey)],
+    )?;
+    Ok(row.map(|r| r.v))
 }
 
 /// Start the signer's account at `now` unless it has started; returns `started_at`.
@@ -148,16 +148,12 @@ pub(crate) fn ensure_account(
     pubkey: &str,
     now: i64,
 ) -> Result<i64, Reason> {
-    let text = sql(
-        conn.backend(),
+    execute(
+        conn,
         "INSERT INTO read_state_accounts (community_id, pubkey, started_at) VALUES (?, ?, ?) \
          ON CONFLICT (community_id, pubkey) DO NOTHING",
-    );
-    with_conn!(conn, |c| diesel::sql_query(&text)
-        .bind::<BigInt, _>(community_id)
-        .bind::<Text, _>(pubkey)
-        .bind::<BigInt, _>(now)
-        .execute(c))?;
+        &[Val::I(community_id), Val::T(pubkey), Val::I(now)],
+    )?;
     started_at(conn, community_id, pubkey)?.ok_or_else(|| {
         Reason::Internal(anyhow::anyhow!("read-state account vanished after insert"))
     })
@@ -170,21 +166,21 @@ pub(crate) fn add_mention(
     received_at: i64,
     event_id: &str,
 ) -> Result<(), Reason> {
-    let text = sql(
-        conn.backend(),
+    execute(
+        conn,
         "INSERT INTO read_state_mentions \
          (community_id, pubkey, channel_id, root_id, received_at, event_id) \
          VALUES (?, ?, ?, ?, ?, ?) \
          ON CONFLICT (community_id, event_id, pubkey, root_id) DO NOTHING",
-    );
-    with_conn!(conn, |c| diesel::sql_query(&text)
-        .bind::<BigInt, _>(key.community_id)
-        .bind::<Text, _>(key.pubkey)
-        .bind::<Text, _>(key.channel_id)
-        .bind::<Text, _>(key.root_id)
-        .bind::<BigInt, _>(received_at)
-        .bind::<Text, _>(event_id)
-        .execute(c))?;
+        &[
+            Val::I(key.community_id),
+            Val::T(key.pubkey),
+            Val::T(key.channel_id),
+            Val::T(key.root_id),
+            Val::I(received_at),
+            Val::T(event_id),
+        ],
+    )?;
     Ok(())
 }
 
@@ -192,7 +188,7 @@ pub(crate) fn add_mention(
 pub(crate) fn table_sizes(conn: &mut Conn<'_>) -> Result<(i64, i64, i64), Reason> {
     let mut count = |table: &str| -> Result<i64, Reason> {
         let text = format!("SELECT COUNT(*) AS v FROM {table}");
-        let rows: Vec<OptI64> = with_conn!(&mut *conn, |c| diesel::sql_query(&text).load(c))?;
+        let rows: Vec<OptI64> = load_rows(&mut *conn, &text, &[])?;
         Ok(rows.into_iter().next().and_then(|r| r.v).unwrap_or(0))
     };
     Ok((

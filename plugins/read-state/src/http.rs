@@ -23,6 +23,21 @@ pub(crate) fn request_id() -> String {
 
 /// The API's answer to a failure.
 pub(crate) fn error(reason: &Reason) -> PluginResponse {
+    error_retry_after(reason, RETRY_AFTER_SECS.into())
+}
+
+/// 429 for a signer over the request quota: retry once the window ends.
+pub(crate) fn rate_limited(retry_after_secs: u64) -> PluginResponse {
+    error_retry_after(
+        &Reason::RateLimited(format!(
+            "request quota reached; retry in {retry_after_secs} s"
+        )),
+        retry_after_secs,
+    )
+}
+
+/// [`error`] with `retry_after_secs` as the `Retry-After` of a 429/503.
+fn error_retry_after(reason: &Reason, retry_after_secs: u64) -> PluginResponse {
     let (status, code) = match reason {
         Reason::Invalid(_) | Reason::TooLarge(_) | Reason::Duplicate(_) | Reason::Conflict(_) => {
             (400, "invalid_request")
@@ -50,7 +65,7 @@ pub(crate) fn error(reason: &Reason) -> PluginResponse {
         &id,
     );
     if status == 429 || status == 503 {
-        response.with_header("retry-after", RETRY_AFTER_SECS.to_string())
+        response.with_header("retry-after", retry_after_secs.to_string())
     } else {
         response
     }
@@ -165,5 +180,13 @@ mod tests {
         assert!(has("retry-after") && has("cache-control"));
         assert_eq!(error(&Reason::TooLarge("x".into())).status, 400);
         assert_eq!(error(&Reason::AuthRequired("x".into())).status, 401);
+        let limited = rate_limited(42);
+        assert_eq!(limited.status, 429);
+        let body: Value = serde_json::from_slice(&limited.body).expect("json");
+        assert_eq!(body["error"]["code"], "rate_limited");
+        assert!(limited
+            .headers
+            .iter()
+            .any(|(n, v)| n == "retry-after" && v == "42"));
     }
 }

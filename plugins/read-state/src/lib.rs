@@ -17,23 +17,29 @@
 //! | `sidebar.rs` | `GET /buzz/v1/me/sidebar` |
 //! | `intents.rs` | `POST /buzz/v1/me/read-state` |
 //! | `contexts.rs` | `GET /buzz/v1/me/read-state?targets=` |
+//! | `quota.rs` | the per-reader request quota (429 + `Retry-After`), in process or Redis |
+//! | `admin.rs` | one reader's frontiers and sidebar, for the console's Frontiers pane |
 //! | `http.rs` | the API's error body, request ids, cache headers, query parsing, bounds |
 //! | `sql.rs` | one SQL text for both backends |
 //!
 //! Not part of this relay (the spec mentions them): NIP-FI admission, NIP-OA admission
 //! and NIP-RS. Every request is plain NIP-98; there is no NIP-RS state to keep apart.
 
+mod admin;
 mod contexts;
 mod frontiers;
 mod http;
 mod ingest;
 mod intents;
 mod plugin;
+mod quota;
 mod scope;
 mod sidebar;
 mod sql;
 
+pub use admin::{reader_frontiers, ChannelFrontier, ReaderFrontiers, ThreadFrontier, MAX_ROWS};
 pub use plugin::ReadState;
+pub use sidebar::{SidebarRow, SidebarThread};
 
 use buzz_core::error::Reason;
 use buzz_core::plugin::{AdminPanel, Plugin, PluginManifest, PluginMigrations, Services};
@@ -79,6 +85,12 @@ pub struct Config {
     pub intent_deadline_ms: u64,
     /// Largest serialized API response; a larger answer is an error, never a cut list.
     pub max_response_bytes: usize,
+    /// Requests one signer may make to `/buzz/v1` per community in each window; more
+    /// answer 429 with `Retry-After`. Shared through Redis when `storage.redis_url` is
+    /// set.
+    pub quota_requests: u64,
+    /// The quota's window, seconds (fixed windows aligned on the epoch).
+    pub quota_window_secs: u64,
 }
 
 impl Default for Config {
@@ -86,6 +98,8 @@ impl Default for Config {
         Config {
             intent_deadline_ms: 8_000,
             max_response_bytes: 1024 * 1024,
+            quota_requests: 600,
+            quota_window_secs: 60,
         }
     }
 }
@@ -106,6 +120,12 @@ impl PluginManifest for ReadStatePlugin {
         if config.max_response_bytes < 1024 {
             anyhow::bail!("max_response_bytes must be at least 1024");
         }
+        if config.quota_requests == 0 {
+            anyhow::bail!("quota_requests must be at least 1");
+        }
+        if !(1..=86_400).contains(&config.quota_window_secs) {
+            anyhow::bail!("quota_window_secs must be from 1 to 86400");
+        }
         Ok(())
     }
 
@@ -122,6 +142,8 @@ impl PluginManifest for ReadStatePlugin {
         Ok(AdminPanel::default()
             .fact("intent deadline (ms)", config.intent_deadline_ms)
             .fact("max response bytes", config.max_response_bytes)
+            .fact("quota requests per reader", config.quota_requests)
+            .fact("quota window (s)", config.quota_window_secs)
             .fact("accounts", accounts)
             .fact("frontier rows", frontiers)
             .fact("mention rows", mentions))

@@ -1,6 +1,7 @@
 //! The running plugin: the ingest hook, the routes, NIP-11 `buzz_v1`, and what every
 //! request checks first (admission).
 
+use crate::quota::{Quota, Verdict};
 use crate::scope::Skew;
 use crate::{
     contexts, http, ingest, intents, sidebar, Config, BASE_PATH, ELIGIBLE_KINDS, MAX_CHANNELS,
@@ -22,12 +23,14 @@ pub struct ReadState {
     pub(crate) config: Config,
     pub(crate) services: Services,
     pub(crate) skew: Skew,
+    quota: Quota,
 }
 
 impl ReadState {
     pub fn new(config: Config, services: &Services) -> ReadState {
         ReadState {
             skew: Skew::new(services.settings.limits.max_clock_skew_secs),
+            quota: Quota::new(&config, services.redis.clone(), &services.redis_prefix),
             config,
             services: services.clone(),
         }
@@ -141,24 +144,30 @@ impl Plugin for ReadState {
             handler,
         };
         let unknown = Arc::new(Unknown);
+        let metered = |handler: Arc<dyn RouteHandler>| -> Arc<dyn RouteHandler> {
+            Arc::new(Metered {
+                rs: self.clone(),
+                inner: handler,
+            })
+        };
         vec![
             route(
                 RouteMethod::Get,
                 SIDEBAR_PATH,
                 RouteAuth::Nip98,
-                Arc::new(sidebar::Sidebar(self.clone())),
+                metered(Arc::new(sidebar::Sidebar(self.clone()))),
             ),
             route(
                 RouteMethod::Post,
                 READ_STATE_PATH,
                 RouteAuth::Nip98,
-                Arc::new(intents::Intents(self.clone())),
+                metered(Arc::new(intents::Intents(self.clone()))),
             ),
             route(
                 RouteMethod::Get,
                 READ_STATE_PATH,
                 RouteAuth::Nip98,
-                Arc::new(contexts::Contexts(self)),
+                metered(Arc::new(contexts::Contexts(self.clone()))),
             ),
             // Anything else under the base path: the API's own 404 body.
             route(
@@ -174,6 +183,35 @@ impl Plugin for ReadState {
                 unknown,
             ),
         ]
+    }
+}
+
+/// A signed route behind the signer's request quota: over it, 429 before any other work.
+struct Metered {
+    rs: Arc<ReadState>,
+    inner: Arc<dyn RouteHandler>,
+}
+
+#[async_trait::async_trait]
+impl RouteHandler for Metered {
+    async fn handle(&self, request: PluginRequest) -> Result<PluginResponse, Reason> {
+        // Core verified NIP-98 before calling; without a signer the route answers 401.
+        if let Some(pubkey) = request.ctx.pubkey.as_deref() {
+            let now = self.rs.services.clock.now_secs();
+            let verdict = self
+                .rs
+                .quota
+                .take(request.ctx.community_id(), pubkey, now)
+                .await?;
+            if let Verdict::Limited { retry_after_secs } = verdict {
+                return Ok(http::rate_limited(retry_after_secs));
+            }
+        }
+        self.inner.handle(request).await
+    }
+
+    fn error_response(&self, reason: &Reason) -> PluginResponse {
+        self.inner.error_response(reason)
     }
 }
 

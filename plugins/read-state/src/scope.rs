@@ -233,10 +233,14 @@ pub(crate) fn last_arrival_through(
 ) -> Result<i64, Reason> {
     let (from, mut binds, time) = source(community_id, scope);
     let text = format!(
-        "SELECT MAX(e.received_at) AS v {from} AND {time} >= ? \
+        "SELECT MAX(e.received_at) AS v {from} AND {time} >= ? AND {time} <= ? \
          AND ({time} < ? OR ({time} = ? AND e.id <= ?))"
     );
+    // `{time} <= anchor` repeats what the OR says, so the index walk has an upper end
+    // (an index condition cannot be read out of the OR): a mark on an old message costs
+    // the window around it, not everything after it.
     binds.push(Val::I(anchor.created_at - 2 * skew.secs));
+    binds.push(Val::I(anchor.created_at));
     binds.push(Val::I(anchor.created_at));
     binds.push(Val::I(anchor.created_at));
     binds.push(Val::T(&anchor.id));

@@ -24,6 +24,7 @@ use buzz_core::plugin::{PluginRequest, PluginResponse, RouteHandler};
 use buzz_core::store::Conn;
 use diesel::sql_types::{BigInt, Bool, Nullable, Text};
 use diesel::QueryableByName;
+use serde::Serialize;
 use serde_json::{json, Value};
 use std::sync::Arc;
 
@@ -165,7 +166,11 @@ struct ChannelId {
 }
 
 /// The signer's joined, nondeleted channels, by id.
-fn joined_channels(conn: &mut Conn<'_>, cid: i64, me: &str) -> Result<Vec<String>, Reason> {
+pub(crate) fn joined_channels(
+    conn: &mut Conn<'_>,
+    cid: i64,
+    me: &str,
+) -> Result<Vec<String>, Reason> {
     let rows: Vec<ChannelId> = load(
         conn,
         "SELECT c.id AS id FROM channel_members m JOIN channels c \
@@ -200,20 +205,46 @@ struct Followed {
     root_id: String,
     #[diesel(sql_type = BigInt)]
     position: i64,
-    #[diesel(sql_type = BigInt)]
-    last_reply_received_at: i64,
+    #[diesel(sql_type = Nullable<BigInt>)]
+    last_reply_received_at: Option<i64>,
+}
+
+/// One sidebar row: the channel timeline's read scope and its followed threads with
+/// an unread reply (the API's JSON shape, field for field).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SidebarRow {
+    pub channel_id: String,
+    pub name: String,
+    pub channel_type: String,
+    pub archived: bool,
+    /// Hiding is client-owned presentation; the relay never hides a row.
+    pub hidden: bool,
+    pub unread: bool,
+    pub mentions: i64,
+    pub read_through_id: Option<String>,
+    pub threads: Vec<SidebarThread>,
+}
+
+/// A followed thread with an unread reply.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SidebarThread {
+    pub root_id: String,
+    pub unread: bool,
+    pub mentions: i64,
+    pub read_through_id: Option<String>,
+    pub latest_id: String,
 }
 
 /// The rows of `page` (ids in order), all read on the caller's snapshot. A channel no
 /// longer joined or deleted at this snapshot has no row.
-fn rows(
+pub(crate) fn rows(
     conn: &mut Conn<'_>,
     cid: i64,
     me: &str,
     page: &[String],
     now: i64,
     skew: Skew,
-) -> Result<Vec<Value>, Reason> {
+) -> Result<Vec<SidebarRow>, Reason> {
     if page.is_empty() {
         return Ok(Vec::new());
     }
@@ -248,7 +279,7 @@ fn row(
     ch: ChannelState,
     started: i64,
     skew: Skew,
-) -> Result<Value, Reason> {
+) -> Result<SidebarRow, Reason> {
     let floor = started.max(ch.cut.unwrap_or(0));
     let position = ch.position.unwrap_or(0).max(floor);
     let timeline = Scope::Timeline { channel: &ch.id };
@@ -260,20 +291,19 @@ fn row(
     } else {
         0
     };
-    let read_through = scope::read_through(conn, cid, timeline, position, skew)?;
+    let read_through_id = scope::read_through(conn, cid, timeline, position, skew)?;
     let threads = threads(conn, cid, me, &ch.id, floor, skew)?;
-    Ok(json!({
-        "channel_id": ch.id,
-        "name": ch.name,
-        "channel_type": ch.channel_type,
-        "archived": ch.archived,
-        // Hiding is client-owned presentation; the relay never hides a row.
-        "hidden": false,
-        "unread": unread,
-        "mentions": mentions,
-        "read_through_id": read_through,
-        "threads": threads,
-    }))
+    Ok(SidebarRow {
+        channel_id: ch.id,
+        name: ch.name,
+        channel_type: ch.channel_type,
+        archived: ch.archived,
+        hidden: false,
+        unread,
+        mentions,
+        read_through_id,
+        threads,
+    })
 }
 
 /// Every followed thread of the channel with an unread reply, newest latest reply
@@ -285,21 +315,31 @@ fn threads(
     channel: &str,
     floor: i64,
     skew: Skew,
-) -> Result<Vec<Value>, Reason> {
+) -> Result<Vec<SidebarThread>, Reason> {
+    // The root's summary is a scalar subquery per followed row, never a join: as a
+    // prepared statement PostgreSQL plans it once for any values (a generic plan), and
+    // for a join that plan was a merge join walking every thread_metadata row of the
+    // community — cost by history, ~2 s a sidebar at 40k messages. A subquery can only
+    // be a primary-key lookup per followed thread.
     let followed: Vec<Followed> = load(
         conn,
         "SELECT f.root_id AS root_id, f.position AS position, \
-         r.last_reply_received_at AS last_reply_received_at \
-         FROM read_state_frontiers f JOIN thread_metadata r \
-         ON r.community_id = f.community_id AND r.event_id = f.root_id \
+         (SELECT r.last_reply_received_at FROM thread_metadata r \
+          WHERE r.community_id = f.community_id AND r.event_id = f.root_id) \
+         AS last_reply_received_at \
+         FROM read_state_frontiers f \
          WHERE f.community_id = ? AND f.pubkey = ? AND f.channel_id = ? \
-         AND f.root_id <> '' AND f.following = TRUE AND r.last_reply_received_at > ?",
-        &[Val::I(cid), Val::T(me), Val::T(channel), Val::I(floor)],
+         AND f.root_id <> '' AND f.following = TRUE",
+        &[Val::I(cid), Val::T(me), Val::T(channel)],
     )?;
     let mut out = Vec::new();
     for thread in followed {
         let position = thread.position.max(floor);
-        if thread.last_reply_received_at <= position {
+        // Nothing new (or no reply at all): skipped without reading replies.
+        if thread
+            .last_reply_received_at
+            .is_none_or(|last| last <= position)
+        {
             continue;
         }
         let scope = Scope::Thread {
@@ -313,21 +353,20 @@ fn threads(
             continue;
         };
         let mentions = scope::mentions(conn, cid, me, channel, &thread.root_id, position)?;
-        let read_through = scope::read_through(conn, cid, scope, position, skew)?;
+        let read_through_id = scope::read_through(conn, cid, scope, position, skew)?;
         out.push((
             latest.created_at,
-            thread.root_id.clone(),
-            json!({
-                "root_id": thread.root_id,
-                "unread": true,
-                "mentions": mentions,
-                "read_through_id": read_through,
-                "latest_id": latest.id,
-            }),
+            SidebarThread {
+                root_id: thread.root_id,
+                unread: true,
+                mentions,
+                read_through_id,
+                latest_id: latest.id,
+            },
         ));
     }
-    out.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
-    Ok(out.into_iter().map(|(_, _, v)| v).collect())
+    out.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.root_id.cmp(&b.1.root_id)));
+    Ok(out.into_iter().map(|(_, t)| t).collect())
 }
 
 #[cfg(test)]

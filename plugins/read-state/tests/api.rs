@@ -340,6 +340,8 @@ async fn positions_stay_private(backend: TestBackend, name: &str) {
         vec![
             "intent deadline (ms)",
             "max response bytes",
+            "quota requests per reader",
+            "quota window (s)",
             "accounts",
             "frontier rows",
             "mention rows"
