@@ -157,11 +157,11 @@ async fn frontiers_pane_shows_a_readers_state(backend: Db, name: &str) {
         "the database is read"
     );
     let mut app = App::new(None);
-    app.select(5);
+    app.select(6);
     let action = {
         let snapshot = refresher.snapshot.lock().expect("snapshot");
         let text = draw(&mut app, &snapshot);
-        assert!(text.contains("6 Frontiers"), "{text}");
+        assert!(text.contains("7 Frontiers"), "{text}");
         assert!(
             text.contains("p: type or paste a reader's pubkey"),
             "{text}"

@@ -291,21 +291,37 @@ impl App {
 
     fn draw_tabs(&self, frame: &mut Frame, area: Rect, snapshot: &Snapshot) {
         let mut spans = Vec::new();
-        for (i, pane) in self.panes.iter().enumerate() {
-            let style = if i == self.active {
-                Style::new().add_modifier(Modifier::REVERSED | Modifier::BOLD)
-            } else {
-                Style::new()
-            };
-            spans.push(Span::styled(format!("{} {}", i + 1, pane.title()), style));
-            spans.push(Span::raw(" "));
-        }
+        // The stale marker comes first so a narrow terminal never cuts it off.
         let stale = snapshot.db.is_stale() || snapshot.processes.iter().any(|p| p.live.is_stale());
         if stale {
             spans.push(Span::styled(
                 "STALE",
                 Style::new().fg(Color::Black).bg(Color::Red),
             ));
+            spans.push(Span::raw(" "));
+        }
+        let full: usize = spans.iter().map(|s| s.width()).sum::<usize>()
+            + self
+                .panes
+                .iter()
+                .map(|p| format!("{} {} ", 1, p.title()).chars().count())
+                .sum::<usize>();
+        // Too wide (80 columns with every pane): the other panes keep their number and
+        // the first letters of their name; the active one stays whole.
+        let short = full > usize::from(area.width);
+        for (i, pane) in self.panes.iter().enumerate() {
+            let style = if i == self.active {
+                Style::new().add_modifier(Modifier::REVERSED | Modifier::BOLD)
+            } else {
+                Style::new()
+            };
+            let name: String = if short && i != self.active {
+                pane.title().chars().take(4).collect()
+            } else {
+                pane.title().to_string()
+            };
+            spans.push(Span::styled(format!("{} {}", i + 1, name), style));
+            spans.push(Span::raw(" "));
         }
         frame.render_widget(Paragraph::new(Line::from(spans)), area);
     }
