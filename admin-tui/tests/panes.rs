@@ -168,6 +168,18 @@ async fn every_pane_draws_seeded_data(backend: Db, name: &str) {
     );
     assert!(text.contains("\"channel_windows\""), "NIP-11 field: {text}");
     assert!(text.contains("thread deadline"), "panel facts: {text}");
+    assert!(text.contains("HTTP routes") && text.contains("none"), "{text}");
+    // The read-state plugin's routes, from its manifest (it need not be enabled).
+    app.handle_key(key(KeyCode::Char('/')), &snapshot);
+    for c in "read_state".chars() {
+        app.handle_key(key(KeyCode::Char(c)), &snapshot);
+    }
+    app.handle_key(key(KeyCode::Enter), &snapshot);
+    let text = draw(&mut app, &snapshot);
+    assert!(
+        text.contains("GET /buzz/v1/me/sidebar (NIP-98)"),
+        "routes: {text}"
+    );
 
     // Policies: scripts and live verdict counts.
     app.select(3);
@@ -182,7 +194,7 @@ async fn every_pane_draws_seeded_data(backend: Db, name: &str) {
     );
     assert!(text.contains("t dry-run event"), "{text}");
     assert!(
-        text.contains(&format!("script loads: {metrics} 1")),
+        text.contains(&format!("script loads: {metrics} 1, last ")),
         "{text}"
     );
 

@@ -143,7 +143,7 @@ impl RelayBuilder {
         ));
         let weak = Arc::downgrade(&access);
         metrics
-            .observe_policy_generation(move || weak.upgrade().map_or(0, |a| a.policy_generation()));
+            .observe_policy_loads(move || weak.upgrade().map(|a| a.policy_loads()).unwrap_or_default());
         let services = Services {
             store: store.clone(),
             relay_keys,
@@ -158,19 +158,31 @@ impl RelayBuilder {
         };
 
         let mut plugins: Vec<Arc<dyn Plugin>> = Vec::new();
+        let mut routes = Vec::new();
         for entry in self.catalog.entries() {
             let section = settings.plugin(entry.name);
             if !section.is_enabled() {
                 continue;
             }
-            let plugin = entry
+            let built = entry
                 .build(&section, &services)
-                .with_context(|| format!("starting plugin {}", entry.name))?;
+                .with_context(|| format!("starting plugin {}", entry.name))
+                .and_then(|plugin| {
+                    let mounted = plugin.clone().routes();
+                    entry.check_routes(&mounted).map(|()| (plugin, mounted))
+                });
+            let (plugin, mounted) = match built {
+                Ok(built) => built,
+                Err(err) => {
+                    store.shutdown().await;
+                    return Err(err);
+                }
+            };
             tracing::info!(plugin = entry.name, "plugin enabled");
+            routes.extend(mounted);
             plugins.push(plugin);
         }
         let plugins: Arc<[Arc<dyn Plugin>]> = plugins.into();
-        let routes = plugins.iter().flat_map(|p| p.clone().routes()).collect();
 
         let state = AppState {
             ingest: Ingest::new(

@@ -231,3 +231,66 @@ async fn labels_carry_no_request_data(backend: TestBackend, name: &str) {
     }
     relay.stop().await;
 }
+
+/// A broken edit of a policy script is counted as a failed reload and keeps the last
+/// load's time; the fixed edit loads and moves both the generation and the time.
+#[tokio::test]
+async fn policy_reloads_are_counted() {
+    let scripts = tempfile::tempdir().expect("temp dir");
+    let shipped = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../policies");
+    let access = scripts.path().join("access.lua");
+    let moderation = scripts.path().join("moderation.lua");
+    std::fs::copy(shipped.join("access.lua"), &access).expect("copy access.lua");
+    std::fs::copy(shipped.join("moderation.lua"), &moderation).expect("copy moderation.lua");
+    let relay = TestRelay::start_with(
+        TestBackend::Sqlite,
+        "policy_reloads_are_counted",
+        |s| {
+            s.policies.access = access.clone();
+            s.policies.moderation = moderation.clone();
+        },
+        Vec::new(),
+    )
+    .await
+    .expect("sqlite relay");
+    let before = parse(&relay.scrape().await);
+    assert_eq!(value(&before, "buzz_policy_generation", &[]), 1.0);
+    assert_eq!(value(&before, "buzz_policy_failed_reloads_total", &[]), 0.0);
+    let loaded = value(&before, "buzz_policy_last_load_timestamp_seconds", &[]);
+    assert!((now() as f64 - loaded).abs() < 120.0, "loaded at {loaded}");
+
+    let good = std::fs::read_to_string(&access).expect("read access.lua");
+    std::fs::write(&access, "this is not lua (").expect("break access.lua");
+    let failed = wait_for(&relay, |s| {
+        value(s, "buzz_policy_failed_reloads_total", &[]) >= 1.0
+    })
+    .await;
+    assert_eq!(value(&failed, "buzz_policy_generation", &[]), 1.0, "kept");
+    assert_eq!(
+        value(&failed, "buzz_policy_last_load_timestamp_seconds", &[]),
+        loaded,
+        "a failed reload is not a load"
+    );
+
+    std::fs::write(&access, format!("{good}\n-- edited\n")).expect("fix access.lua");
+    let fixed = wait_for(&relay, |s| value(s, "buzz_policy_generation", &[]) == 2.0).await;
+    assert!(value(&fixed, "buzz_policy_last_load_timestamp_seconds", &[]) >= loaded);
+    assert_eq!(value(&fixed, "buzz_policy_failed_reloads_total", &[]), 1.0);
+    relay.stop().await;
+}
+
+/// Scrapes until `ready` holds (the watcher polls every 100 ms in tests); 20 s at most.
+async fn wait_for(relay: &TestRelay, ready: impl Fn(&Scrape) -> bool) -> Scrape {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let scrape = parse(&relay.scrape().await);
+        if ready(&scrape) {
+            return scrape;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the scrape never got there"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}

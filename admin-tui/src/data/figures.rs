@@ -26,6 +26,10 @@ pub struct Figures {
     pub plugin_rejections: BTreeMap<(String, String), f64>,
     /// Policy script sets loaded so far (grows with each successful reload).
     pub policy_generation: f64,
+    /// Unix seconds of the last successful policy load (0: none / policies off).
+    pub policy_loaded_at: f64,
+    /// Policy reloads that failed (the last good scripts stayed).
+    pub policy_failed_reloads: f64,
 }
 
 /// A process's figures with what changed since the previous scrape.
@@ -67,6 +71,8 @@ impl Figures {
                 "buzz_queries_total" => f.queries += v,
                 "buzz_writer_queue_depth" => f.writer_queue += v,
                 "buzz_policy_generation" => f.policy_generation = v,
+                "buzz_policy_last_load_timestamp_seconds" => f.policy_loaded_at = v,
+                "buzz_policy_failed_reloads_total" => f.policy_failed_reloads = v,
                 "buzz_errors_total" => *f.errors.entry(label(s, "prefix")).or_default() += v,
                 "buzz_policy_decisions_total" => {
                     *f.policy

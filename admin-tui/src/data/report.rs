@@ -20,6 +20,11 @@ pub struct PolicyStatus {
 pub struct PluginStatus {
     pub name: String,
     pub enabled: bool,
+    /// The HTTP routes it mounts when enabled (its manifest's declaration, which the
+    /// relay holds it to), e.g. `GET /buzz/v1/me/sidebar (NIP-98)`.
+    pub routes: Vec<String>,
+    /// Kinds only the relay authors for it.
+    pub reserved_kinds: Vec<u32>,
     /// Its migrations: (version, applied).
     pub migrations: Vec<(String, bool)>,
     /// `Err` when the panel could not be read (e.g. its tables are not migrated yet).
@@ -80,6 +85,8 @@ impl Report {
                 PluginStatus {
                     name: entry.name.to_owned(),
                     enabled: section.is_enabled(),
+                    routes: entry.routes.iter().map(|r| r.to_string()).collect(),
+                    reserved_kinds: entry.reserved_kinds.to_vec(),
                     migrations: tables,
                     panel,
                 }

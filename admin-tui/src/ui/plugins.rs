@@ -1,5 +1,6 @@
-//! Plugins: every plugin built into the binary — enabled or not, its tables, the
-//! NIP-11 field it adds (from the running relay) — and the selected plugin's own pane,
+//! Plugins: every plugin built into the binary — enabled or not, its tables, its HTTP
+//! routes and reserved kinds (from its manifest), the NIP-11 field it adds (from the
+//! running relay) — and the selected plugin's own pane,
 //! drawn generically from its `AdminPanel`: facts as `label value` lines, then each
 //! table. A plugin gets its pane (captures, frontiers, routes, ...) by returning those
 //! from `admin_panel`; the console names no plugin.
@@ -108,6 +109,22 @@ impl Component for Plugins {
         let title = match plugin {
             None => "(no plugin selected)".to_owned(),
             Some(p) => {
+                if p.routes.is_empty() {
+                    lines.push(Line::from(format!("{:<30} none", "HTTP routes")));
+                } else {
+                    lines.push(Line::from("HTTP routes"));
+                    for route in &p.routes {
+                        lines.push(Line::from(format!("  {route}")));
+                    }
+                }
+                if !p.reserved_kinds.is_empty() {
+                    let kinds: Vec<String> = p.reserved_kinds.iter().map(u32::to_string).collect();
+                    lines.push(Line::from(format!(
+                        "{:<30} {}",
+                        "reserved kinds",
+                        kinds.join(", ")
+                    )));
+                }
                 match &p.panel {
                     Err(e) => lines.push(Line::from(format!("status unavailable: {e}"))),
                     Ok(panel) => {

@@ -181,13 +181,22 @@ impl Component for Policies {
             lines.push(Line::from("no policy calls counted yet"));
         }
         // Loads per process: the same number on every process after an edit means each
-        // took it; one that lags kept its last good scripts (its BROKEN line says why).
+        // took it; one that lags kept its last good scripts (its BROKEN line says why,
+        // and its failed reloads count up).
         let loads: Vec<String> = snapshot
             .processes
             .iter()
             .filter_map(|p| {
                 let l = p.live.value.as_ref()?;
-                Some(format!("{} {}", p.addr, l.figures.policy_generation))
+                let f = &l.figures;
+                let mut text = format!("{} {}", p.addr, f.policy_generation);
+                if f.policy_loaded_at > 0.0 {
+                    text.push_str(&format!(", last {}", ago(f.policy_loaded_at)));
+                }
+                if f.policy_failed_reloads > 0.0 {
+                    text.push_str(&format!(", {} failed", f.policy_failed_reloads));
+                }
+                Some(text)
             })
             .collect();
         if !loads.is_empty() {
@@ -227,4 +236,18 @@ fn tail_fit(text: &str, width: usize) -> String {
 
 fn bold() -> Style {
     Style::new().add_modifier(Modifier::BOLD)
+}
+
+/// How long ago a unix time was: `42s ago`, `7m ago`, `3h ago`, `2d ago`.
+fn ago(unix: f64) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let secs = now.saturating_sub(unix as u64);
+    match secs {
+        0..=119 => format!("{secs}s ago"),
+        120..=7_199 => format!("{}m ago", secs / 60),
+        7_200..=172_799 => format!("{}h ago", secs / 3600),
+        _ => format!("{}d ago", secs / 86_400),
+    }
 }

@@ -128,6 +128,11 @@ impl AccessService {
         self.policies.as_ref().map_or(0, |p| p.generation())
     }
 
+    /// Load figures of the policy scripts (all zero when policies are disabled).
+    pub fn policy_loads(&self) -> crate::metrics::PolicyLoads {
+        self.policies.as_ref().map(|p| p.loads()).unwrap_or_default()
+    }
+
     /// Shadow-mode counts of `community`, when it runs a candidate script.
     pub fn shadow_counts(&self, community: &Community) -> Option<buzz_policy::ShadowCounts> {
         self.policies.as_ref()?.shadow_counts(&community.host)

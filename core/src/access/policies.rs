@@ -169,6 +169,16 @@ impl CommunityPolicies {
         self.by_host.values().map(|r| r.enforced.generation()).sum()
     }
 
+    /// Load figures of the enforced scripts for `/metrics`.
+    pub fn loads(&self) -> crate::metrics::PolicyLoads {
+        let enforced = || self.by_host.values().map(|r| &r.enforced);
+        crate::metrics::PolicyLoads {
+            generation: self.generation(),
+            loaded_at: enforced().map(|e| e.loaded_at()).max().unwrap_or(0),
+            failed_reloads: enforced().map(|e| e.failed_reloads()).sum(),
+        }
+    }
+
     /// Re-read every community's files (SIGHUP). Each community keeps its last good
     /// scripts on failure; the others reload regardless.
     pub fn reload_all(&self) {

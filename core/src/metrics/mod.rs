@@ -98,6 +98,17 @@ impl PolicyMetrics {
     }
 }
 
+/// The policy engines' load figures, read at scrape time.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PolicyLoads {
+    /// Successful loads and reloads, summed over communities.
+    pub generation: u64,
+    /// Unix seconds of the latest successful load (0: policies disabled).
+    pub loaded_at: u64,
+    /// Reloads that failed, summed over communities.
+    pub failed_reloads: u64,
+}
+
 /// Every figure of one relay process.
 pub struct Metrics {
     registry: Registry,
@@ -118,9 +129,12 @@ pub struct Metrics {
     /// NIP-86 calls by `method` (unknown methods count as `unknown`) and `outcome`.
     nip86: Counters,
     /// Successful policy loads and reloads, read at scrape time from the source
-    /// [`Metrics::observe_policy_generation`] names.
+    /// [`Metrics::observe_policy_loads`] names, with the last load's time and the
+    /// failed reloads.
     policy_generation: Gauge,
-    generation_source: std::sync::OnceLock<Box<dyn Fn() -> u64 + Send + Sync>>,
+    policy_loaded_at: Gauge,
+    policy_failed_reloads: Counter,
+    loads_source: std::sync::OnceLock<Box<dyn Fn() -> PolicyLoads + Send + Sync>>,
 }
 
 /// Decrements the open-connection gauge when the connection ends.
@@ -146,7 +160,9 @@ impl Metrics {
             plugin_rejections: Counters::default(),
             nip86: Counters::default(),
             policy_generation: Gauge::default(),
-            generation_source: std::sync::OnceLock::new(),
+            policy_loaded_at: Gauge::default(),
+            policy_failed_reloads: Counter::default(),
+            loads_source: std::sync::OnceLock::new(),
         };
         // Registering clones: every handle shares its value with the original.
         let r = &mut m.registry;
@@ -221,6 +237,16 @@ impl Metrics {
             m.policy_generation.clone(),
         );
         r.register(
+            "policy_last_load_timestamp_seconds",
+            "Unix time of the latest successful policy load or reload, any community",
+            m.policy_loaded_at.clone(),
+        );
+        r.register(
+            "policy_failed_reloads",
+            "Policy reloads that failed and kept the last good scripts, all communities",
+            m.policy_failed_reloads.clone(),
+        );
+        r.register(
             "policy_rate_limited",
             "Policy denials that were rate limits, by entry point",
             policy.rate_limited.clone(),
@@ -228,18 +254,25 @@ impl Metrics {
         m
     }
 
-    /// Where the policy generation is read at each scrape (the access service's count of
-    /// script loads; a reload that failed keeps it, so a stuck number after an edit
-    /// means the edit did not load). Set once.
-    pub fn observe_policy_generation(&self, source: impl Fn() -> u64 + Send + Sync + 'static) {
-        let _ = self.generation_source.set(Box::new(source));
+    /// Where the policy figures are read at each scrape (the access service's script
+    /// loads; a reload that failed keeps the generation and counts a failure, so a stuck
+    /// generation after an edit means the edit did not load). Set once.
+    pub fn observe_policy_loads(&self, source: impl Fn() -> PolicyLoads + Send + Sync + 'static) {
+        let _ = self.loads_source.set(Box::new(source));
     }
 
     /// The text a scrape gets.
     pub fn encode(&self) -> Result<String, std::fmt::Error> {
-        if let Some(source) = self.generation_source.get() {
+        if let Some(source) = self.loads_source.get() {
+            let loads = source();
             self.policy_generation
-                .set(i64::try_from(source()).unwrap_or(i64::MAX));
+                .set(i64::try_from(loads.generation).unwrap_or(i64::MAX));
+            self.policy_loaded_at
+                .set(i64::try_from(loads.loaded_at).unwrap_or(i64::MAX));
+            // A counter only moves forward: add what failed since the last scrape.
+            let seen = self.policy_failed_reloads.get();
+            self.policy_failed_reloads
+                .inc_by(loads.failed_reloads.saturating_sub(seen));
         }
         let mut text = String::new();
         encode(&mut text, &self.registry)?;

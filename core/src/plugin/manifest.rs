@@ -7,6 +7,7 @@
 //! plugin only through the catalog, so it never names one.
 
 use super::admin::AdminPanel;
+use super::routes::{DeclaredRoute, Route};
 use super::{Plugin, Services};
 use crate::config::PluginSection;
 use crate::error::Reason;
@@ -46,6 +47,9 @@ pub trait PluginManifest: 'static {
     /// every transport whenever the plugin is built (enabled or not), so enabling it later
     /// never finds client forgeries stored under its kinds.
     const RESERVED_KINDS: &'static [u32] = &[];
+    /// Every HTTP route [`Plugin::routes`] mounts, exactly: the relay refuses to start
+    /// when the two differ, so the console's list of routes is never stale.
+    const ROUTES: &'static [DeclaredRoute] = &[];
 
     /// The section's keys besides `enabled`. Use `#[serde(default, deny_unknown_fields)]`:
     /// `Default` is the documented default, and an unknown key refuses to start, naming
@@ -84,6 +88,7 @@ pub struct PluginEntry {
     pub enabled_by_default: bool,
     pub env_aliases: &'static [(&'static str, &'static str)],
     pub reserved_kinds: &'static [u32],
+    pub routes: &'static [DeclaredRoute],
     pub migrations: Option<PluginMigrations>,
     options: fn(&Options) -> anyhow::Result<Options>,
     build: fn(&Options, &Services) -> anyhow::Result<Arc<dyn Plugin>>,
@@ -97,6 +102,7 @@ impl PluginEntry {
             enabled_by_default: M::ENABLED_BY_DEFAULT,
             env_aliases: M::ENV_ALIASES,
             reserved_kinds: M::RESERVED_KINDS,
+            routes: M::ROUTES,
             migrations: M::migrations(),
             options: effective_options::<M>,
             build: build::<M>,
@@ -126,6 +132,34 @@ impl PluginEntry {
         conn: &mut Conn<'_>,
     ) -> Result<AdminPanel, Reason> {
         (self.admin_panel)(&section.options, conn)
+    }
+
+    /// `Err` naming the first route `mounted` has that the manifest does not declare, or
+    /// declares that is not mounted.
+    pub fn check_routes(&self, mounted: &[Route]) -> anyhow::Result<()> {
+        if let Some(extra) = mounted
+            .iter()
+            .find(|r| !self.routes.iter().any(|d| r.is(d)))
+        {
+            anyhow::bail!(
+                "plugin {} mounts {} {} ({:?}), which its manifest's ROUTES does not declare",
+                self.name,
+                extra.method,
+                extra.path,
+                extra.auth
+            );
+        }
+        if let Some(missing) = self
+            .routes
+            .iter()
+            .find(|d| !mounted.iter().any(|r| r.is(d)))
+        {
+            anyhow::bail!(
+                "plugin {} declares {missing} in its manifest's ROUTES but does not mount it",
+                self.name
+            );
+        }
+        Ok(())
     }
 
     /// This plugin's migrations, labelled with its name.

@@ -25,6 +25,42 @@ pub enum RouteAuth {
     Nip98,
 }
 
+/// A route as its plugin's manifest declares it, known without running the plugin (the
+/// console lists these). The relay refuses to start when a plugin mounts anything else.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeclaredRoute {
+    pub method: RouteMethod,
+    pub path: &'static str,
+    pub auth: RouteAuth,
+}
+
+impl DeclaredRoute {
+    pub const fn new(method: RouteMethod, path: &'static str, auth: RouteAuth) -> DeclaredRoute {
+        DeclaredRoute { method, path, auth }
+    }
+}
+
+impl std::fmt::Display for DeclaredRoute {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.method, self.path)?;
+        if self.auth == RouteAuth::Nip98 {
+            write!(f, " (NIP-98)")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Display for RouteMethod {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            RouteMethod::Get => "GET",
+            RouteMethod::Post => "POST",
+            RouteMethod::Put => "PUT",
+            RouteMethod::Delete => "DELETE",
+        })
+    }
+}
+
 /// One plugin route.
 #[derive(Clone)]
 pub struct Route {
@@ -47,6 +83,13 @@ pub struct PluginRequest {
     pub headers: Vec<(String, String)>,
     /// The body, at most `limits.max_message_bytes` (larger is refused with 413 first).
     pub body: Vec<u8>,
+}
+
+impl Route {
+    /// Whether this mounted route is the declared one.
+    pub fn is(&self, declared: &DeclaredRoute) -> bool {
+        self.method == declared.method && self.path == declared.path && self.auth == declared.auth
+    }
 }
 
 impl PluginRequest {

@@ -33,7 +33,8 @@ pub use plugin::Hello;
 
 use buzz_core::error::Reason;
 use buzz_core::plugin::{
-    AdminPanel, AdminTable, Plugin, PluginManifest, PluginMigrations, Services,
+    AdminPanel, AdminTable, DeclaredRoute, Plugin, PluginManifest, PluginMigrations, RouteAuth,
+    RouteMethod, Services,
 };
 use buzz_core::store::Conn;
 use diesel_migrations::{embed_migrations, EmbeddedMigrations};
@@ -82,6 +83,10 @@ impl PluginManifest for HelloPlugin {
     const ENABLED_BY_DEFAULT: bool = false;
     const ENV_ALIASES: &'static [(&'static str, &'static str)] = &[("HELLO_ENABLED", "enabled")];
     const RESERVED_KINDS: &'static [u32] = &[STATS_KIND];
+    const ROUTES: &'static [DeclaredRoute] = &[
+        DeclaredRoute::new(RouteMethod::Get, STATS_PATH, RouteAuth::Public),
+        DeclaredRoute::new(RouteMethod::Post, RESET_PATH, RouteAuth::Nip98),
+    ];
     type Config = Config;
 
     fn validate(config: &Config) -> anyhow::Result<()> {

@@ -42,7 +42,10 @@ pub use plugin::ReadState;
 pub use sidebar::{SidebarRow, SidebarThread};
 
 use buzz_core::error::Reason;
-use buzz_core::plugin::{AdminPanel, Plugin, PluginManifest, PluginMigrations, Services};
+use buzz_core::plugin::{
+    AdminPanel, DeclaredRoute, Plugin, PluginManifest, PluginMigrations, RouteAuth, RouteMethod,
+    Services,
+};
 use buzz_core::store::Conn;
 use diesel_migrations::{embed_migrations, EmbeddedMigrations};
 use serde::{Deserialize, Serialize};
@@ -58,6 +61,8 @@ pub const BASE_PATH: &str = "/buzz/v1";
 pub const SIDEBAR_PATH: &str = "/buzz/v1/me/sidebar";
 /// Intents (POST) and explicit contexts (GET).
 pub const READ_STATE_PATH: &str = "/buzz/v1/me/read-state";
+/// Everything else under the base path, answered with the API's own 404 body.
+pub const UNKNOWN_PATHS: &str = "/buzz/v1/{tail:.*}";
 /// Rows per sidebar page and channels per `channel_ids` refresh.
 pub const MAX_CHANNELS: usize = 20;
 /// Intents per POST.
@@ -111,6 +116,13 @@ impl PluginManifest for ReadStatePlugin {
     const NAME: &'static str = NAME;
     const ENABLED_BY_DEFAULT: bool = false;
     const ENV_ALIASES: &'static [(&'static str, &'static str)] = &[("BUZZ_V1_ENABLED", "enabled")];
+    const ROUTES: &'static [DeclaredRoute] = &[
+        DeclaredRoute::new(RouteMethod::Get, SIDEBAR_PATH, RouteAuth::Nip98),
+        DeclaredRoute::new(RouteMethod::Post, READ_STATE_PATH, RouteAuth::Nip98),
+        DeclaredRoute::new(RouteMethod::Get, READ_STATE_PATH, RouteAuth::Nip98),
+        DeclaredRoute::new(RouteMethod::Get, UNKNOWN_PATHS, RouteAuth::Public),
+        DeclaredRoute::new(RouteMethod::Post, UNKNOWN_PATHS, RouteAuth::Public),
+    ];
     type Config = Config;
 
     fn validate(config: &Config) -> anyhow::Result<()> {

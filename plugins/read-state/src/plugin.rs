@@ -6,7 +6,7 @@ use crate::scope::Skew;
 use crate::{
     contexts, http, ingest, intents, sidebar, Config, BASE_PATH, ELIGIBLE_KINDS, MAX_CHANNELS,
     MAX_CONTEXTS, MAX_CONTEXT_MESSAGES, MAX_INTENTS, NAME, NIP11_FIELD, READ_STATE_PATH,
-    SIDEBAR_PATH,
+    SIDEBAR_PATH, UNKNOWN_PATHS,
 };
 use buzz_core::ctx::ConnCtx;
 use buzz_core::error::Reason;
@@ -172,13 +172,13 @@ impl Plugin for ReadState {
             // Anything else under the base path: the API's own 404 body.
             route(
                 RouteMethod::Get,
-                "/buzz/v1/{tail:.*}",
+                UNKNOWN_PATHS,
                 RouteAuth::Public,
                 unknown.clone(),
             ),
             route(
                 RouteMethod::Post,
-                "/buzz/v1/{tail:.*}",
+                UNKNOWN_PATHS,
                 RouteAuth::Public,
                 unknown,
             ),

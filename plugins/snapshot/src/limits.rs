@@ -23,7 +23,8 @@ pub struct Limits {
     pub lifetime_seconds: u64,
     /// Most memberships, readable channels and current candidates one operation inspects.
     pub max_inspected: usize,
-    /// Most bytes of one capture's stored manifest (pages, body records, scope).
+    /// Most bytes of one capture's manifest (header, pages, scope; the direct body
+    /// records sit beside it and count only against the shared charge).
     pub max_manifest_bytes: usize,
     /// Captures (and registration leases) alive at once, shared by every process.
     pub max_captures: usize,

@@ -64,6 +64,10 @@ pub(crate) mod names {
         format!("b:{revision_id}")
     }
 
+    pub(crate) fn is_body(name: &str) -> bool {
+        name.starts_with("b:")
+    }
+
     pub(crate) fn served(n: u32) -> String {
         format!("s:{n}")
     }
@@ -177,16 +181,29 @@ pub(crate) fn build(c: Captured<'_>, limits: &Limits) -> Result<Manifest, Reason
         pages: page_count,
         bytes: 0,
     };
-    let body: usize = records.iter().map(|(n, v)| n.len() + v.len()).sum();
+    // The spec bounds the manifest (pages, scope, header) at 16 MiB and keeps the direct
+    // body records beside it; both are charged against the shared quota. Counting the
+    // body records into the bound would refuse a maxRows capture of ordinary ids.
+    let size = |(n, v): &(String, String)| n.len() + v.len();
+    let bodies: usize = records
+        .iter()
+        .filter(|(n, _)| names::is_body(n))
+        .map(size)
+        .sum();
+    let others: usize = records
+        .iter()
+        .filter(|(n, _)| !names::is_body(n))
+        .map(size)
+        .sum();
     // The header's own size, with room for the digits of `bytes` itself.
-    let bytes = body + names::HEADER.len() + json(&header)?.len() + 20;
-    if bytes > limits.max_manifest_bytes {
+    let manifest = others + names::HEADER.len() + json(&header)?.len() + 20;
+    if manifest > limits.max_manifest_bytes {
         return Err(error::limit(format!(
-            "the capture's manifest would take {bytes} bytes; at most {} (narrow the query)",
+            "the capture's manifest would take {manifest} bytes; at most {} (narrow the query)",
             limits.max_manifest_bytes
         )));
     }
-    header.bytes = bytes as u64;
+    header.bytes = (manifest + bodies) as u64;
     records.push((names::HEADER.into(), json(&header)?));
     Ok(Manifest {
         header,
@@ -224,6 +241,76 @@ mod tests {
                 channel_id: "c".into(),
             })
             .collect()
+    }
+
+    /// `n` entries with ids shaped like production's (UUID artifact and channel ids,
+    /// 64-hex revision ids) over `channels` channels.
+    fn realistic(n: usize, channels: usize) -> (Vec<Entry>, BTreeMap<String, ChannelRow>) {
+        let channel = |i: usize| format!("{:08x}-0000-4000-8000-{:012x}", i, i);
+        let readable = (0..channels)
+            .map(|i| (channel(i), row(&channel(i))))
+            .collect();
+        let entries = (0..n)
+            .map(|i| Entry {
+                artifact_id: format!("{:08x}-1111-4000-8000-{:012x}", i, i),
+                revision_id: format!("{i:064x}"),
+                channel_id: channel(i % channels),
+            })
+            .collect();
+        (entries, readable)
+    }
+
+    fn capture(
+        entries: Vec<Entry>,
+        readable: &BTreeMap<String, ChannelRow>,
+        limits: &Limits,
+    ) -> Result<Manifest, Reason> {
+        build(
+            Captured {
+                id: "id",
+                community: 1,
+                reader: "r",
+                query: "{}",
+                now_ms: 0,
+                captured_at: 0,
+                entries,
+                readable,
+            },
+            limits,
+        )
+    }
+
+    #[test]
+    fn a_max_rows_capture_fits_the_manifest_bound() {
+        let limits = Limits::default();
+        let (entries, readable) = realistic(limits.max_rows, 100);
+        let m = capture(entries, &readable, &limits).expect("50,000 rows fit");
+        let bodies: usize = m
+            .records
+            .iter()
+            .filter(|(n, _)| names::is_body(n))
+            .map(|(n, v)| n.len() + v.len())
+            .sum();
+        let charged = usize::try_from(m.header.bytes).expect("bytes");
+        assert!(charged - bodies <= limits.max_manifest_bytes, "{charged}");
+        // The charge counts the body records too: what Redis or the database holds.
+        let stored: usize = m.records.iter().map(|(n, v)| n.len() + v.len()).sum();
+        assert!(charged >= stored, "{charged} < {stored}");
+        assert!(charged < limits.max_charged_bytes / 3, "{charged}");
+    }
+
+    #[test]
+    fn a_manifest_over_its_bound_is_refused_not_cut() {
+        let limits = Limits {
+            max_manifest_bytes: 64 * 1024,
+            ..Limits::default()
+        };
+        let (entries, readable) = realistic(1_000, 10);
+        let err = capture(entries, &readable, &limits).expect_err("over the bound");
+        assert_eq!(err.http_status(), 413, "{err}");
+        assert!(err.to_string().contains("at most 65536"), "{err}");
+        let (entries, readable) = realistic(100, 10);
+        capture(entries, &readable, &limits).expect("a small capture fits");
     }
 
     fn pages_of(n: usize, limits: &Limits) -> Vec<Vec<Entry>> {

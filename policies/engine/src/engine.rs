@@ -55,6 +55,10 @@ pub struct PolicyEngine {
     generation: AtomicU64,
     /// Serializes reloads (SIGHUP, the watcher and explicit calls may overlap).
     reload_lock: Mutex<()>,
+    /// Unix seconds of the last successful load or reload.
+    loaded_at: AtomicU64,
+    /// Reloads that failed (the last good scripts stayed in force).
+    failed_reloads: AtomicU64,
     /// A candidate rulebook compared on live traffic (shadow mode), if any.
     shadow: Option<Shadow>,
 }
@@ -113,6 +117,8 @@ impl PolicyEngine {
             generation: AtomicU64::new(set.generation),
             current: RwLock::new(Arc::new(set)),
             reload_lock: Mutex::new(()),
+            loaded_at: AtomicU64::new(unix_now()),
+            failed_reloads: AtomicU64::new(0),
             shadow: None,
         })
     }
@@ -164,6 +170,7 @@ impl PolicyEngine {
         match sources {
             Ok((access, moderation)) => self.install(access, moderation).map(|_| ()),
             Err(err) => {
+                self.failed_reloads.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(error = %err, "policy reload failed; keeping the last good scripts");
                 Err(err)
             }
@@ -190,6 +197,16 @@ impl PolicyEngine {
     /// Starts at 1 and bumps on each successful reload.
     pub fn generation(&self) -> u64 {
         self.generation.load(Ordering::Acquire)
+    }
+
+    /// Unix seconds of the last successful load or reload.
+    pub fn loaded_at(&self) -> u64 {
+        self.loaded_at.load(Ordering::Relaxed)
+    }
+
+    /// Reloads that failed since start (each kept the last good scripts).
+    pub fn failed_reloads(&self) -> u64 {
+        self.failed_reloads.load(Ordering::Relaxed)
     }
 
     pub fn access(&self) -> &ScriptOrigin {
@@ -220,12 +237,14 @@ impl PolicyEngine {
             moderation,
         };
         if let Err(err) = Rulebook::build(&set, self.limits, Arc::clone(&self.rate_limiter)) {
+            self.failed_reloads.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(error = %err, "policy reload failed; keeping the last good scripts");
             return Err(err);
         }
         let generation = set.generation;
         *self.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(set);
         self.generation.store(generation, Ordering::Release);
+        self.loaded_at.store(unix_now(), Ordering::Relaxed);
         tracing::info!(
             generation,
             access = %self.access,
@@ -395,4 +414,10 @@ fn watch_loop(weak: Weak<PolicyEngine>, poll: Duration, mut seen: (String, Strin
         // `install` logs the outcome either way.
         let _ = engine.install(access, moderation);
     }
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }

@@ -46,11 +46,17 @@ fn broken_reload_keeps_the_last_good_scripts() {
     assert!(matches!(engine.reload(), Err(PolicyError::Read { .. })));
     assert_eq!(engine.generation(), 1);
     assert_eq!(says(&engine), "rule A");
+    // Each failure is counted (the console shows it beside the last good load's time).
+    assert_eq!(engine.failed_reloads(), 4);
+    let first_load = engine.loaded_at();
+    assert!(first_load > 1_700_000_000, "{first_load}");
 
     scripts.write_access(SAYS_B);
     engine.reload().expect("fixed reload");
     assert_eq!(engine.generation(), 2);
     assert_eq!(says(&engine), "rule B");
+    assert_eq!(engine.failed_reloads(), 4);
+    assert!(engine.loaded_at() >= first_load);
 }
 
 #[test]

@@ -155,9 +155,15 @@ async fn main() -> anyhow::Result<()> {
     println!("command: {}", command.join(" "));
     let storage = BenchStorage::new(args.database_url.as_deref()).await?;
     let owner = Keys::generate();
+    // One reader per capture: a reader holds at most two captures per community, and a
+    // finished capture stays charged until it expires.
+    let readers: Vec<Keys> = (0..args.captures).map(|_| Keys::generate()).collect();
     let mut settings = storage.settings.clone();
     for community in &mut settings.communities {
         community.owners.push(owner.pubkey().to_owned());
+        community
+            .owners
+            .extend(readers.iter().map(|r| r.pubkey().to_owned()));
     }
     let prefix = format!("buzz-bench-{}", uuid::Uuid::new_v4().simple());
     if let Some(url) = &args.redis_url {
@@ -228,8 +234,8 @@ async fn main() -> anyhow::Result<()> {
     let http = HttpClient::new(relay.addr, &host);
     let rss_before = peak_rss_mib();
     let mut starts = Vec::new();
-    for n in 0..args.captures {
-        let f = one_capture(&http, &owner).await?;
+    for (n, reader) in readers.iter().enumerate() {
+        let f = one_capture(&http, reader).await?;
         starts.push(f.start);
         println!(
             "capture {}: start {:.0} ms; {} pages in {:.0} ms ({:.0} pages/s); {} bodies in {:.0} ms ({:.0} bodies/s); complete {:.0} ms",
