@@ -168,7 +168,10 @@ async fn every_pane_draws_seeded_data(backend: Db, name: &str) {
     );
     assert!(text.contains("\"channel_windows\""), "NIP-11 field: {text}");
     assert!(text.contains("thread deadline"), "panel facts: {text}");
-    assert!(text.contains("HTTP routes") && text.contains("none"), "{text}");
+    assert!(
+        text.contains("HTTP routes") && text.contains("none"),
+        "{text}"
+    );
     // The read-state plugin's routes, from its manifest (it need not be enabled).
     app.handle_key(key(KeyCode::Char('/')), &snapshot);
     for c in "read_state".chars() {

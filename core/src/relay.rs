@@ -142,8 +142,9 @@ impl RelayBuilder {
             access.policy_metrics(),
         ));
         let weak = Arc::downgrade(&access);
-        metrics
-            .observe_policy_loads(move || weak.upgrade().map(|a| a.policy_loads()).unwrap_or_default());
+        metrics.observe_policy_loads(move || {
+            weak.upgrade().map(|a| a.policy_loads()).unwrap_or_default()
+        });
         let services = Services {
             store: store.clone(),
             relay_keys,

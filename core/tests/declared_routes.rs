@@ -60,7 +60,11 @@ macro_rules! manifest {
 
 manifest!(
     Exact,
-    &[DeclaredRoute::new(RouteMethod::Get, "/mounted", RouteAuth::Public)]
+    &[DeclaredRoute::new(
+        RouteMethod::Get,
+        "/mounted",
+        RouteAuth::Public
+    )]
 );
 manifest!(Silent, &[]);
 manifest!(
@@ -72,7 +76,11 @@ manifest!(
 );
 manifest!(
     WrongAuth,
-    &[DeclaredRoute::new(RouteMethod::Get, "/mounted", RouteAuth::Nip98)]
+    &[DeclaredRoute::new(
+        RouteMethod::Get,
+        "/mounted",
+        RouteAuth::Nip98
+    )]
 );
 
 async fn start(entry: PluginEntry) -> anyhow::Result<()> {
@@ -100,7 +108,9 @@ async fn a_plugin_mounting_what_it_declares_starts() {
 
 #[tokio::test]
 async fn an_undeclared_route_refuses_to_start() {
-    let err = start(PluginEntry::of::<Silent>()).await.expect_err("refused");
+    let err = start(PluginEntry::of::<Silent>())
+        .await
+        .expect_err("refused");
     let text = format!("{err:#}");
     assert!(text.contains("plugin mounts mounts GET /mounted"), "{text}");
     assert!(text.contains("does not declare"), "{text}");
@@ -108,7 +118,9 @@ async fn an_undeclared_route_refuses_to_start() {
 
 #[tokio::test]
 async fn a_declared_route_not_mounted_refuses_to_start() {
-    let err = start(PluginEntry::of::<Overclaims>()).await.expect_err("refused");
+    let err = start(PluginEntry::of::<Overclaims>())
+        .await
+        .expect_err("refused");
     let text = format!("{err:#}");
     assert!(text.contains("POST /mounted (NIP-98)"), "{text}");
     assert!(text.contains("does not mount it"), "{text}");
@@ -116,6 +128,8 @@ async fn a_declared_route_not_mounted_refuses_to_start() {
 
 #[tokio::test]
 async fn a_route_declared_with_other_auth_refuses_to_start() {
-    let err = start(PluginEntry::of::<WrongAuth>()).await.expect_err("refused");
+    let err = start(PluginEntry::of::<WrongAuth>())
+        .await
+        .expect_err("refused");
     assert!(format!("{err:#}").contains("does not declare"), "{err:#}");
 }

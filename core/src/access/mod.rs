@@ -130,7 +130,10 @@ impl AccessService {
 
     /// Load figures of the policy scripts (all zero when policies are disabled).
     pub fn policy_loads(&self) -> crate::metrics::PolicyLoads {
-        self.policies.as_ref().map(|p| p.loads()).unwrap_or_default()
+        self.policies
+            .as_ref()
+            .map(|p| p.loads())
+            .unwrap_or_default()
     }
 
     /// Shadow-mode counts of `community`, when it runs a candidate script.

@@ -49,7 +49,8 @@ mod routes;
 pub use admin::{AdminPanel, AdminTable};
 pub use manifest::{PluginCatalog, PluginEntry, PluginManifest, PluginMigrations};
 pub use routes::{
-    DeclaredRoute, PluginRequest, PluginResponse, Route, RouteAuth, RouteHandler, RouteMethod};
+    DeclaredRoute, PluginRequest, PluginResponse, Route, RouteAuth, RouteHandler, RouteMethod,
+};
 
 use crate::access::AccessService;
 use crate::clock::Clock;

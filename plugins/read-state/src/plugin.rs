@@ -176,12 +176,7 @@ impl Plugin for ReadState {
                 RouteAuth::Public,
                 unknown.clone(),
             ),
-            route(
-                RouteMethod::Post,
-                UNKNOWN_PATHS,
-                RouteAuth::Public,
-                unknown,
-            ),
+            route(RouteMethod::Post, UNKNOWN_PATHS, RouteAuth::Public, unknown),
         ]
     }
 }
