@@ -6,19 +6,19 @@
 //! where a missing service is a failure.
 
 mod bench;
+mod channel_rows;
 mod http;
 mod own_redis;
 mod pg;
 mod relay;
-mod snapshot;
 mod ws;
 
 pub use bench::{percentile, BenchStorage};
+pub use channel_rows::{channel_rows, ChannelRows, EventRows, TagRow, ThreadRows};
 pub use http::HttpClient;
 pub use own_redis::OwnRedis;
 pub use pg::PgDatabase;
 pub use relay::{TestBackend, TestRelay};
-pub use snapshot::{channel_snapshot, ChannelSnapshot, EventSnapshot, TagSnapshot, ThreadSnapshot};
 pub use ws::WsClient;
 
 /// The PostgreSQL admin URL for tests, or `None` (after printing why) when absent.

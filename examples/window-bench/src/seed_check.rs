@@ -5,7 +5,7 @@
 use crate::seed::Seeder;
 use buzz_core::event::Event;
 use buzz_core::keys::Keys;
-use buzz_core::testkit::{channel_snapshot, now, ChannelSnapshot, TestBackend, TestRelay};
+use buzz_core::testkit::{channel_rows, now, ChannelRows, TestBackend, TestRelay};
 use std::collections::HashMap;
 
 buzz_core::both_backends!(bulk_seed_matches_ingest);
@@ -13,19 +13,19 @@ buzz_core::both_backends!(bulk_seed_matches_ingest);
 /// Threads of 1 root + 9 replies; the newest get reactions.
 const THREADS: usize = 3;
 
-/// A snapshot with arrival times replaced by what they point at: ingest stamps the
+/// Stored rows with arrival times replaced by what they point at: ingest stamps the
 /// clock at arrival, the seeder the second each event is dated, so the times differ by
 /// design while the events they name must not.
 #[derive(Debug, PartialEq, Eq)]
 struct Normalized {
-    rows: ChannelSnapshot,
+    rows: ChannelRows,
     /// Per thread row: the event whose arrival `last_reply_received_at` is.
     reply_arrivals: Vec<(String, Option<String>)>,
     /// The event whose arrival `channels.last_timeline_received_at` is.
     timeline_arrival: Option<String>,
 }
 
-fn normalize(mut rows: ChannelSnapshot) -> Normalized {
+fn normalize(mut rows: ChannelRows) -> Normalized {
     // Conversation events (those with thread rows) arrive in distinct seconds here.
     let by_arrival: HashMap<i64, String> = rows
         .events
@@ -128,7 +128,7 @@ async fn bulk_seed_matches_ingest(backend: TestBackend, test: &str) {
         .await
         .expect("bulk seed");
 
-    let through_ingest = channel_snapshot(
+    let through_ingest = channel_rows(
         &ingested.running().services.store,
         community(&ingested).await,
         &channel,
@@ -136,7 +136,7 @@ async fn bulk_seed_matches_ingest(backend: TestBackend, test: &str) {
     )
     .await
     .expect("ingested rows");
-    let through_seed = channel_snapshot(&seeder.store, seeder.community_id, &channel, ids)
+    let through_seed = channel_rows(&seeder.store, seeder.community_id, &channel, ids)
         .await
         .expect("seeded rows");
     assert_eq!(through_ingest.events.len(), all.len());

@@ -9,7 +9,7 @@ use diesel::prelude::*;
 
 /// One `events` row minus `seq` (a storage-local number).
 #[derive(Debug, Clone, PartialEq, Eq, Queryable)]
-pub struct EventSnapshot {
+pub struct EventRows {
     pub community_id: i64,
     pub id: String,
     pub pubkey: String,
@@ -27,7 +27,7 @@ pub struct EventSnapshot {
 
 /// One `event_tags` row, its event named by id instead of `seq`.
 #[derive(Debug, Clone, PartialEq, Eq, Queryable)]
-pub struct TagSnapshot {
+pub struct TagRow {
     pub event_id: String,
     pub position: i32,
     pub community_id: i64,
@@ -37,7 +37,7 @@ pub struct TagSnapshot {
 
 /// One `thread_metadata` row, every column.
 #[derive(Debug, Clone, PartialEq, Eq, Queryable)]
-pub struct ThreadSnapshot {
+pub struct ThreadRows {
     pub community_id: i64,
     pub event_id: String,
     pub channel_id: String,
@@ -58,20 +58,20 @@ pub struct ThreadSnapshot {
 /// The rows of the events `ids` (in `community_id`), ordered by id (tags by id and
 /// position), and their channel's `last_timeline_received_at`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ChannelSnapshot {
-    pub events: Vec<EventSnapshot>,
-    pub tags: Vec<TagSnapshot>,
-    pub threads: Vec<ThreadSnapshot>,
+pub struct ChannelRows {
+    pub events: Vec<EventRows>,
+    pub tags: Vec<TagRow>,
+    pub threads: Vec<ThreadRows>,
     pub last_timeline_received_at: Option<i64>,
 }
 
-/// Read the snapshot of `ids` in `channel`.
-pub async fn channel_snapshot(
+/// Read the stored rows of `ids` in `channel`.
+pub async fn channel_rows(
     store: &Store,
     community_id: i64,
     channel: &str,
     ids: Vec<String>,
-) -> Result<ChannelSnapshot, Reason> {
+) -> Result<ChannelRows, Reason> {
     let channel = channel.to_owned();
     store
         .read(move |mut conn| {
@@ -137,7 +137,7 @@ pub async fn channel_snapshot(
                     .select(channels::last_timeline_received_at)
                     .first(c)
             })?;
-            Ok(ChannelSnapshot {
+            Ok(ChannelRows {
                 events,
                 tags,
                 threads,
