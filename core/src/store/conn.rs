@@ -3,6 +3,7 @@
 //! Store code is written once against the diesel DSL inside [`with_conn!`], which expands
 //! the body once per backend so each copy is type-checked for its own connection.
 
+use crate::error::Reason;
 use diesel::pg::PgConnection;
 use diesel::sqlite::SqliteConnection;
 
@@ -82,6 +83,34 @@ impl Conn<'_> {
                 .read_only()
                 .run(|c| f(&mut Conn::Pg(c))),
         }
+    }
+
+    /// Run `f` before `deadline`: each of its statements is bounded by the time left
+    /// (on PostgreSQL by the database, through [`Conn::with_statement_timeout`]), never by
+    /// more than `cap_ms`, the session's own bound (`storage.statement_timeout_ms`; 0 =
+    /// none). A deadline already passed fails with `Reason::Unavailable` naming `what`,
+    /// and `f` does not run — a job that waited in a queue past its request's deadline
+    /// changes nothing.
+    pub fn before_deadline<R>(
+        &mut self,
+        deadline: std::time::Instant,
+        cap_ms: u64,
+        what: &str,
+        f: impl FnOnce(&mut Conn<'_>) -> Result<R, Reason>,
+    ) -> Result<R, Reason> {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let left_ms = u64::try_from(left.as_millis()).unwrap_or(u64::MAX);
+        if left_ms == 0 {
+            return Err(Reason::Unavailable(format!(
+                "{what} deadline passed; retry with backoff"
+            )));
+        }
+        let bound = if cap_ms == 0 {
+            left_ms
+        } else {
+            left_ms.min(cap_ms)
+        };
+        self.with_statement_timeout(bound, f)
     }
 
     /// Run `f` with a tighter PostgreSQL `statement_timeout` (milliseconds) than the

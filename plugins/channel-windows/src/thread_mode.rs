@@ -69,11 +69,17 @@ impl<'a> ThreadBatch<'a> {
         let built = {
             let request = request.clone();
             let meter = self.meter.clone();
+            // The deadline reaches into the database: each statement is bounded by the
+            // time left when the read began (PostgreSQL cancels it), so a window past its
+            // deadline does not keep a connection busy after the 503.
+            let cap = self.services.settings.storage.statement_timeout_ms;
             within(
                 &self.meter,
-                self.services
-                    .store
-                    .read(move |mut conn| build(&mut conn, community_id, &request, &meter)),
+                self.services.store.read(move |mut conn| {
+                    conn.before_deadline(meter.deadline(), cap, "thread window", |conn| {
+                        build(conn, community_id, &request, &meter)
+                    })
+                }),
             )
             .await?
         };

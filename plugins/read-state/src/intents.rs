@@ -195,15 +195,16 @@ impl RouteHandler for Intents {
                 }
             };
             let left = deadline.saturating_duration_since(Instant::now());
-            let outcome = match tokio::time::timeout(left, apply(rs, &request, &me, checked)).await
-            {
-                Ok(Ok(outcome)) => outcome,
-                Ok(Err(reason)) => {
-                    tracing::warn!(error = %reason, "read-state intent failed");
-                    Outcome::Unknown
-                }
-                Err(_) => Outcome::Unknown,
-            };
+            let outcome =
+                match tokio::time::timeout(left, apply(rs, &request, &me, checked, deadline)).await
+                {
+                    Ok(Ok(outcome)) => outcome,
+                    Ok(Err(reason)) => {
+                        tracing::warn!(error = %reason, "read-state intent failed");
+                        Outcome::Unknown
+                    }
+                    Err(_) => Outcome::Unknown,
+                };
             // After an ambiguous failure nothing later is attempted: its order relative
             // to the unknown one could not be promised.
             settled = outcome != Outcome::Unknown;
@@ -228,6 +229,7 @@ async fn apply(
     request: &PluginRequest,
     me: &str,
     intent: Checked,
+    deadline: Instant,
 ) -> Result<Outcome, Reason> {
     let channel = intent.channel().to_owned();
     if rs.readable(&request.ctx, vec![channel]).await?.is_empty() {
@@ -238,9 +240,18 @@ async fn apply(
     let me = me.to_owned();
     let now = rs.now_micros();
     let skew = rs.skew;
+    // The shared deadline reaches into the database: an intent whose job waited past it
+    // in the writer's queue does not run, and each statement is bounded by the time
+    // left when the job began (PostgreSQL cancels it), so a stalled intent frees the
+    // writer instead of holding it after the request answered "unknown".
+    let cap = rs.services.settings.storage.statement_timeout_ms;
     rs.services
         .store
-        .write(move |conn| write(conn, cid, &me, now, skew, &intent))
+        .write(move |conn| {
+            conn.before_deadline(deadline, cap, "read-state intent", |conn| {
+                write(conn, cid, &me, now, skew, &intent)
+            })
+        })
         .await
 }
 
