@@ -101,7 +101,10 @@ impl Artifacts {
                     Ok::<_, Reason>(out)
                 })
             })
-            .await?;
+            .await
+            // A statement PostgreSQL cancelled at the deadline is the budget running out:
+            // say so (budgetMs), like the checks between statements do.
+            .map_err(|e| budget.check().err().unwrap_or(e))?;
         budget.check()?;
         Ok(events)
     }

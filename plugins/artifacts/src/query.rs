@@ -420,7 +420,7 @@ impl Budget {
 
     /// `Err(Unavailable)` once the budget is spent.
     pub(crate) fn check(&self) -> Result<(), Reason> {
-        if Instant::now() > self.deadline {
+        if Instant::now() >= self.deadline {
             return Err(Reason::Unavailable(format!(
                 "the artifact query exceeded its execution budget of {} ms (budgetMs); \
                  narrow it or retry later",
@@ -434,10 +434,13 @@ impl Budget {
     /// checked between statements).
     pub(crate) fn arm(&self, conn: &mut Conn<'_>) -> Result<(), Reason> {
         if let Conn::Pg(c) = conn {
+            // Rounded up: the database cancels no earlier than the deadline, so a
+            // cancelled statement is always reported as the budget (see `check`).
             let left = self
                 .deadline
                 .saturating_duration_since(Instant::now())
-                .as_millis()
+                .as_micros()
+                .div_ceil(1000)
                 .max(1);
             diesel::sql_query(format!("SET LOCAL statement_timeout = {left}")).execute(*c)?;
         }
