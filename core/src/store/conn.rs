@@ -99,12 +99,13 @@ impl Conn<'_> {
         f: impl FnOnce(&mut Conn<'_>) -> Result<R, Reason>,
     ) -> Result<R, Reason> {
         let left = deadline.saturating_duration_since(std::time::Instant::now());
-        let left_ms = u64::try_from(left.as_millis()).unwrap_or(u64::MAX);
-        if left_ms == 0 {
+        if left.is_zero() {
             return Err(Reason::Unavailable(format!(
                 "{what} deadline passed; retry with backoff"
             )));
         }
+        // Rounded up: the database never cancels before the deadline itself.
+        let left_ms = u64::try_from(left.as_micros().div_ceil(1000)).unwrap_or(u64::MAX);
         let bound = if cap_ms == 0 {
             left_ms
         } else {
