@@ -11,6 +11,7 @@ mod http;
 mod own_redis;
 mod pg;
 mod relay;
+mod table_lock;
 mod ws;
 
 pub use bench::{percentile, BenchStorage};
@@ -19,6 +20,7 @@ pub use http::HttpClient;
 pub use own_redis::OwnRedis;
 pub use pg::PgDatabase;
 pub use relay::{TestBackend, TestRelay};
+pub use table_lock::TableLock;
 pub use ws::WsClient;
 
 /// The PostgreSQL admin URL for tests, or `None` (after printing why) when absent.

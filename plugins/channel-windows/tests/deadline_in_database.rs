@@ -11,30 +11,10 @@ mod common;
 
 use buzz_channel_windows::ChannelWindowsPlugin;
 use buzz_core::plugin::PluginEntry;
-use buzz_core::testkit::{now, TestBackend, TestRelay};
+use buzz_core::testkit::{now, TableLock, TestBackend, TestRelay};
 use common::*;
-use diesel::connection::SimpleConnection;
-use diesel::sql_types::BigInt;
-use diesel::{Connection, PgConnection, QueryableByName, RunQueryDsl};
 use serde_json::json;
 use std::time::{Duration, Instant};
-
-#[derive(QueryableByName)]
-struct Count {
-    #[diesel(sql_type = BigInt)]
-    n: i64,
-}
-
-/// Statements of this database (other than `holder`'s) waiting for a lock.
-fn lock_waiters(watcher: &mut PgConnection, holder_pid: i32) -> i64 {
-    diesel::sql_query(format!(
-        "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() \
-         AND wait_event_type = 'Lock' AND pid <> {holder_pid} AND pid <> pg_backend_pid()"
-    ))
-    .get_result::<Count>(watcher)
-    .expect("pg_stat_activity")
-    .n
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_thread_window_is_cancelled_by_the_database() {
@@ -66,17 +46,7 @@ async fn a_stalled_thread_window_is_cancelled_by_the_database() {
     let (status, body) = alice.http(&relay, filters.clone()).await;
     assert_eq!(status, 200, "served before the stall: {body}");
 
-    let url = relay.settings.storage.database_url.clone();
-    let mut holder = PgConnection::establish(&url).expect("holder session");
-    holder
-        .batch_execute("BEGIN; LOCK TABLE thread_metadata IN ACCESS EXCLUSIVE MODE;")
-        .expect("lock thread_metadata");
-    let holder_pid = diesel::sql_query("SELECT pg_backend_pid()::bigint AS n")
-        .get_result::<Count>(&mut holder)
-        .expect("pid")
-        .n;
-    let holder_pid = i32::try_from(holder_pid).expect("pid fits");
-    let mut watcher = PgConnection::establish(&url).expect("watcher session");
+    let mut lock = TableLock::take(&relay.settings.storage.database_url, "thread_metadata");
 
     let started = Instant::now();
     let (status, body) = alice.http(&relay, filters.clone()).await;
@@ -87,16 +57,11 @@ async fn a_stalled_thread_window_is_cancelled_by_the_database() {
         started.elapsed()
     );
     // The database ended the stalled read too (within a moment of the answer).
-    let deadline = Instant::now() + Duration::from_secs(3);
-    while lock_waiters(&mut watcher, holder_pid) > 0 {
-        assert!(
-            Instant::now() < deadline,
-            "the stalled statement still waits for the lock after the 503"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-
-    holder.batch_execute("ROLLBACK;").expect("release");
+    assert!(
+        lock.waiters_gone_within(Duration::from_secs(3)),
+        "the stalled statement still waits for the lock after the 503"
+    );
+    lock.release();
     let (status, body) = alice.http(&relay, filters).await;
     assert_eq!(status, 200, "served again: {body}");
     relay.stop().await;

@@ -9,31 +9,11 @@
 
 mod common;
 
-use buzz_core::testkit::TestBackend;
+use buzz_core::testkit::{TableLock, TestBackend};
 use buzz_read_state_client as client;
 use common::*;
-use diesel::connection::SimpleConnection;
-use diesel::sql_types::BigInt;
-use diesel::{Connection, PgConnection, QueryableByName, RunQueryDsl};
 use serde_json::json;
 use std::time::{Duration, Instant};
-
-#[derive(QueryableByName)]
-struct Count {
-    #[diesel(sql_type = BigInt)]
-    n: i64,
-}
-
-/// Statements of this database (other than `holder`'s) waiting for a lock.
-fn lock_waiters(watcher: &mut PgConnection, holder_pid: i64) -> i64 {
-    diesel::sql_query(format!(
-        "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() \
-         AND wait_event_type = 'Lock' AND pid <> {holder_pid} AND pid <> pg_backend_pid()"
-    ))
-    .get_result::<Count>(watcher)
-    .expect("pg_stat_activity")
-    .n
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_intent_is_cancelled_by_the_database() {
@@ -60,16 +40,7 @@ async fn a_stalled_intent_is_cancelled_by_the_database() {
     let m = alice.post(&ch).await;
     assert_eq!(bob.row(&ch).await["unread"], true);
 
-    let url = relay.settings.storage.database_url.clone();
-    let mut holder = PgConnection::establish(&url).expect("holder session");
-    holder
-        .batch_execute("BEGIN; LOCK TABLE read_state_frontiers IN ACCESS EXCLUSIVE MODE;")
-        .expect("lock read_state_frontiers");
-    let holder_pid = diesel::sql_query("SELECT pg_backend_pid()::bigint AS n")
-        .get_result::<Count>(&mut holder)
-        .expect("pid")
-        .n;
-    let mut watcher = PgConnection::establish(&url).expect("watcher session");
+    let mut lock = TableLock::take(&relay.settings.storage.database_url, "read_state_frontiers");
 
     let started = Instant::now();
     let out = bob.intents(&[client::mark_through(&ch, None, &m.id)]).await;
@@ -80,16 +51,11 @@ async fn a_stalled_intent_is_cancelled_by_the_database() {
         started.elapsed()
     );
     // The database ended the stalled write too (within a moment of the answer).
-    let deadline = Instant::now() + Duration::from_secs(3);
-    while lock_waiters(&mut watcher, holder_pid) > 0 {
-        assert!(
-            Instant::now() < deadline,
-            "the stalled intent still waits for the lock after answering unknown"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-
-    holder.batch_execute("ROLLBACK;").expect("release");
+    assert!(
+        lock.waiters_gone_within(Duration::from_secs(3)),
+        "the stalled intent still waits for the lock after answering unknown"
+    );
+    lock.release();
     // Nothing of the intent landed once the lock was gone; the next one applies.
     assert_eq!(
         bob.row(&ch).await["unread"],
