@@ -40,8 +40,14 @@ struct Hub {
 impl Fanout {
     /// Start the dispatcher on `bus`. Events for which `to_everyone` is true (access
     /// changes: every reader must re-check what it may see) go to every connection with
-    /// a subscription, whether or not one matches.
-    pub fn start(bus: &dyn LiveBus, to_everyone: fn(&StoredEvent) -> bool) -> Arc<Fanout> {
+    /// a subscription, whether or not one matches. `before` sees each event before any
+    /// connection does (the access cache records a change there, so a connection that
+    /// re-checks on it can never read the state from before it).
+    pub fn start(
+        bus: &dyn LiveBus,
+        to_everyone: fn(&StoredEvent) -> bool,
+        before: Box<dyn Fn(&StoredEvent) + Send + Sync>,
+    ) -> Arc<Fanout> {
         let fanout = Arc::new(Fanout {
             state: Mutex::new(Hub::default()),
             next_key: AtomicU64::new(1),
@@ -50,6 +56,7 @@ impl Fanout {
             bus.subscribe(),
             Arc::downgrade(&fanout),
             to_everyone,
+            before,
         ));
         fanout
     }
@@ -118,6 +125,7 @@ async fn dispatch(
     mut rx: broadcast::Receiver<Arc<StoredEvent>>,
     fanout: Weak<Fanout>,
     to_everyone: fn(&StoredEvent) -> bool,
+    before: Box<dyn Fn(&StoredEvent) + Send + Sync>,
 ) {
     loop {
         let received = rx.recv().await;
@@ -126,6 +134,7 @@ async fn dispatch(
         };
         match received {
             Ok(event) => {
+                before(&event);
                 let everyone = to_everyone(&event);
                 fanout.deliver(event, everyone);
             }
@@ -193,5 +202,46 @@ impl Drop for LiveInbox {
             hub.owner.remove(&key);
         }
         hub.conns.remove(&self.id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::keys::Keys;
+    use crate::live::memory::MemoryBus;
+    use std::sync::atomic::AtomicBool;
+
+    /// `before` has run for an event by the time any connection can receive it: the
+    /// access cache is told of a change before a connection re-checks on it.
+    #[tokio::test]
+    async fn before_sees_each_event_before_any_connection() {
+        let bus = MemoryBus::default();
+        let seen = Arc::new(AtomicBool::new(false));
+        let flag = seen.clone();
+        let fanout = Fanout::start(
+            &bus,
+            |_| false,
+            Box::new(move |_| {
+                // Give the connection every chance to run first if it could.
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                flag.store(true, Ordering::SeqCst);
+            }),
+        );
+        let mut inbox = fanout.connect();
+        let filter = Filter::parse(&serde_json::json!({"kinds": [1]})).expect("filter");
+        inbox.add(&[filter]);
+        let event = Keys::generate().sign(1, vec![], "hi", 1_700_000_000);
+        bus.publish(Arc::new(StoredEvent {
+            event,
+            channel: None,
+            community_id: 1,
+            received_at: 0,
+        }))
+        .await
+        .expect("publish");
+        let delivery = inbox.recv().await.expect("delivered");
+        assert!(seen.load(Ordering::SeqCst), "delivered before `before` ran");
+        assert_eq!(delivery.subs.len(), 1);
     }
 }

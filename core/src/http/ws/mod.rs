@@ -51,8 +51,14 @@ impl WsShared {
         // Access changes reach every subscribed connection, matched or not: each must
         // re-read what it may see before delivering anything else.
         let to_everyone: fn(&StoredEvent) -> bool = |e| changes_access(e.event.kind);
+        // The access cache learns of a change (from any process) before a connection
+        // re-checks on it; the cache's own bus listener is a separate task and may run
+        // later, and a connection that re-read stale facts would deliver the next event
+        // to a reader just removed.
+        let access = services.access.clone();
+        let before = Box::new(move |e: &StoredEvent| access.changed(e));
         WsShared {
-            fanout: Fanout::start(services.bus.as_ref(), to_everyone),
+            fanout: Fanout::start(services.bus.as_ref(), to_everyone, before),
             outbound_bytes: Arc::new(Semaphore::new(
                 services.settings.limits.max_outbound_bytes_total,
             )),
