@@ -11,6 +11,7 @@ mod http;
 mod own_redis;
 mod pg;
 mod relay;
+mod shared;
 mod table_lock;
 mod ws;
 
@@ -20,6 +21,7 @@ pub use http::HttpClient;
 pub use own_redis::OwnRedis;
 pub use pg::PgDatabase;
 pub use relay::{TestBackend, TestRelay};
+pub use shared::SharedStorage;
 pub use table_lock::TableLock;
 pub use ws::WsClient;
 

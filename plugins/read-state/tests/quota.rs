@@ -6,9 +6,8 @@
 mod common;
 
 use buzz_core::both_backends;
-use buzz_core::keys::Keys;
 use buzz_core::plugin::PluginEntry;
-use buzz_core::testkit::{now, pg_admin_url, redis_url, PgDatabase, TestBackend, TestRelay};
+use buzz_core::testkit::{now, SharedStorage, TestBackend, TestRelay};
 use buzz_read_state::{ReadStatePlugin, NAME};
 use buzz_read_state_client::{self as client, Answer, Client};
 use common::*;
@@ -77,47 +76,29 @@ async fn over_the_quota_is_429_other_readers_unaffected(backend: TestBackend, na
     relay.stop().await;
 }
 
-async fn process(test: &str, db: &str, redis: &str, prefix: &str, key: &str) -> TestRelay {
-    let (db, redis, prefix, key) = (
-        db.to_owned(),
-        redis.to_owned(),
-        prefix.to_owned(),
-        key.to_owned(),
-    );
-    TestRelay::start_with(
-        TestBackend::Sqlite,
-        test,
-        move |s| {
-            s.storage.database_url = db;
-            s.storage.redis_url = redis;
-            s.storage.redis_prefix = prefix;
-            s.relay.private_key = key;
-            if let Some(section) = s.plugins.get_mut(NAME) {
-                section.enabled = Some(true);
-                section.options.insert("quota_requests".into(), json!(3));
-                section
-                    .options
-                    .insert("quota_window_secs".into(), json!(WINDOW));
-            }
-        },
-        vec![PluginEntry::of::<ReadStatePlugin>()],
-    )
-    .await
-    .expect("relay on shared PostgreSQL + Redis")
+async fn process(test: &str, storage: &SharedStorage) -> TestRelay {
+    let quota = |s: &mut buzz_core::config::Settings| {
+        if let Some(section) = s.plugins.get_mut(NAME) {
+            section.enabled = Some(true);
+            section.options.insert("quota_requests".into(), json!(3));
+            section
+                .options
+                .insert("quota_window_secs".into(), json!(WINDOW));
+        }
+    };
+    let plugins = vec![PluginEntry::of::<ReadStatePlugin>()];
+    storage.process(test, quota, plugins).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_processes_share_one_quota_through_redis() {
     let test = "quota::two_processes_share_one_quota_through_redis";
-    let (Some(admin), Some(redis)) = (pg_admin_url(test), redis_url(test)) else {
+    let Some(storage) = SharedStorage::create(test) else {
         return;
     };
     away_from_a_window_edge().await;
-    let db = PgDatabase::create(&admin).expect("create test database");
-    let prefix = format!("buzz-test-{}", uuid::Uuid::new_v4().simple());
-    let key = Keys::generate().secret_hex();
-    let a = process(test, &db.url, &redis, &prefix, &key).await;
-    let b = process(test, &db.url, &redis, &prefix, &key).await;
+    let a = process(test, &storage).await;
+    let b = process(test, &storage).await;
     let alice = User::new(&a).await;
     let on_b = Client::new(&format!("http://{}", b.addr), &a.host(), alice.keys.clone());
     for api in [&alice.api, &alice.api, &on_b] {

@@ -4,50 +4,30 @@
 
 mod common;
 
-use buzz_core::keys::Keys;
 use buzz_core::plugin::PluginEntry;
-use buzz_core::testkit::{pg_admin_url, redis_url, PgDatabase, TestBackend, TestRelay};
+use buzz_core::testkit::{SharedStorage, TestRelay};
 use buzz_read_state::{ReadStatePlugin, NAME};
 use buzz_read_state_client::{self as client, Client};
 use common::*;
 
-async fn process(test: &str, db: &str, redis: &str, prefix: &str, key: &str) -> TestRelay {
-    let (db, redis, prefix, key) = (
-        db.to_owned(),
-        redis.to_owned(),
-        prefix.to_owned(),
-        key.to_owned(),
-    );
-    // The SQLite backend only provides the temp data dir; storage is overridden.
-    TestRelay::start_with(
-        TestBackend::Sqlite,
-        test,
-        move |s| {
-            s.storage.database_url = db;
-            s.storage.redis_url = redis;
-            s.storage.redis_prefix = prefix;
-            s.relay.private_key = key;
-            if let Some(section) = s.plugins.get_mut(NAME) {
-                section.enabled = Some(true);
-            }
-        },
-        vec![PluginEntry::of::<ReadStatePlugin>()],
-    )
-    .await
-    .expect("relay on shared PostgreSQL + Redis")
+async fn process(test: &str, storage: &SharedStorage) -> TestRelay {
+    let enable = |s: &mut buzz_core::config::Settings| {
+        if let Some(section) = s.plugins.get_mut(NAME) {
+            section.enabled = Some(true);
+        }
+    };
+    let plugins = vec![PluginEntry::of::<ReadStatePlugin>()];
+    storage.process(test, enable, plugins).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn intent_on_a_sidebar_on_b_replay_refused() {
     let test = "two_process::intent_on_a_sidebar_on_b_replay_refused";
-    let (Some(admin), Some(redis)) = (pg_admin_url(test), redis_url(test)) else {
+    let Some(storage) = SharedStorage::create(test) else {
         return;
     };
-    let db = PgDatabase::create(&admin).expect("create test database");
-    let prefix = format!("buzz-test-{}", uuid::Uuid::new_v4().simple());
-    let key = Keys::generate().secret_hex();
-    let a = process(test, &db.url, &redis, &prefix, &key).await;
-    let b = process(test, &db.url, &redis, &prefix, &key).await;
+    let a = process(test, &storage).await;
+    let b = process(test, &storage).await;
 
     let mut alice = User::new(&a).await;
     let mut bob = User::new(&a).await;
@@ -80,5 +60,5 @@ async fn intent_on_a_sidebar_on_b_replay_refused() {
 
     a.stop().await;
     b.stop().await;
-    drop(db);
+    drop(storage);
 }

@@ -68,6 +68,25 @@ fn bound_statements(conn: &mut Conn<'_>, ms: u64) -> Result<(), Reason> {
     Ok(())
 }
 
+/// The reader's authority decided in this transaction, its statements bounded, and
+/// refused when the reader may not capture at all (banned, not a member): what every
+/// step that reads captured state starts with.
+fn admitted(
+    conn: &mut Conn<'_>,
+    access: &AccessService,
+    community: &buzz_core::community::Community,
+    reader: &str,
+    now: i64,
+    limits: &Limits,
+) -> Result<Authority, Reason> {
+    bound_statements(conn, limits.statement_ms)?;
+    let authority = access
+        .authority(conn, community, reader, now, limits.max_inspected)
+        .map_err(contract)?;
+    scope::admit(&authority)?;
+    Ok(authority)
+}
+
 fn parse<T: serde::de::DeserializeOwned>(text: &str, what: &str) -> Result<T, Reason> {
     serde_json::from_str(text)
         .map_err(|e| Reason::Internal(anyhow::anyhow!("snapshot {what}: {e}")))
@@ -255,11 +274,7 @@ impl Snapshot {
         self.store
             .read(move |mut conn| {
                 conn.repeatable_read(|conn| {
-                    bound_statements(conn, limits.statement_ms)?;
-                    let authority = access
-                        .authority(conn, &community, &reader, now, limits.max_inspected)
-                        .map_err(contract)?;
-                    scope::admit(&authority)?;
+                    let authority = admitted(conn, &access, &community, &reader, now, &limits)?;
                     deadline.check()?;
                     let channels: Vec<String> = authority.readable.keys().cloned().collect();
                     let candidates = count_listed(
@@ -436,11 +451,7 @@ impl Snapshot {
             .store
             .read(move |mut conn| {
                 conn.repeatable_read(|conn| {
-                    bound_statements(conn, limits.statement_ms)?;
-                    let authority = access
-                        .authority(conn, &community, &reader_key, now, limits.max_inspected)
-                        .map_err(contract)?;
-                    scope::admit(&authority)?;
+                    let authority = admitted(conn, &access, &community, &reader_key, now, &limits)?;
                     scope::check_channels(&channels, &authority)?;
                     deadline.check()?;
                     let revisions: BTreeMap<String, _> = revisions_by_id(conn, community.id, &ids)?
@@ -524,11 +535,7 @@ impl Snapshot {
         self.store
             .read(move |mut conn| {
                 conn.repeatable_read(|conn| {
-                    bound_statements(conn, limits.statement_ms)?;
-                    let authority = access
-                        .authority(conn, &community, &reader_key, now, limits.max_inspected)
-                        .map_err(contract)?;
-                    scope::admit(&authority)?;
+                    let authority = admitted(conn, &access, &community, &reader_key, now, &limits)?;
                     scope::check(&frozen, &authority)?;
                     deadline.check()?;
                     verify::check_entries(conn, community.id, &entries)

@@ -5,49 +5,27 @@
 mod common;
 
 use buzz_artifacts::ArtifactsPlugin;
-use buzz_core::keys::Keys;
 use buzz_core::plugin::PluginEntry;
-use buzz_core::testkit::{pg_admin_url, redis_url, OwnRedis, PgDatabase, TestBackend, TestRelay};
+use buzz_core::testkit::{OwnRedis, SharedStorage, TestRelay};
 use buzz_snapshot::{Captures, SnapshotPlugin};
 use common::*;
 
-async fn process(test: &str, db: &str, redis: &str, prefix: &str, key: &str) -> TestRelay {
-    let (db, redis, prefix, key) = (
-        db.to_owned(),
-        redis.to_owned(),
-        prefix.to_owned(),
-        key.to_owned(),
-    );
-    // The SQLite backend only provides the temp data dir; storage is overridden.
-    TestRelay::start_with(
-        TestBackend::Sqlite,
-        test,
-        move |s| {
-            s.storage.database_url = db;
-            s.storage.redis_url = redis;
-            s.storage.redis_prefix = prefix;
-            s.relay.private_key = key;
-        },
-        vec![
-            PluginEntry::of::<SnapshotPlugin>(),
-            PluginEntry::of::<ArtifactsPlugin>(),
-        ],
-    )
-    .await
-    .expect("relay on shared PostgreSQL + Redis")
+async fn process(test: &str, storage: &SharedStorage) -> TestRelay {
+    let plugins = vec![
+        PluginEntry::of::<SnapshotPlugin>(),
+        PluginEntry::of::<ArtifactsPlugin>(),
+    ];
+    storage.process(test, |_| {}, plugins).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn start_on_a_page_and_complete_on_b() {
     let test = "processes::start_on_a_page_and_complete_on_b";
-    let (Some(admin), Some(redis)) = (pg_admin_url(test), redis_url(test)) else {
+    let Some(storage) = SharedStorage::create(test) else {
         return;
     };
-    let db = PgDatabase::create(&admin).expect("create test database");
-    let prefix = format!("buzz-test-{}", uuid::Uuid::new_v4().simple());
-    let key = Keys::generate().secret_hex();
-    let a = process(test, &db.url, &redis, &prefix, &key).await;
-    let b = process(test, &db.url, &redis, &prefix, &key).await;
+    let a = process(test, &storage).await;
+    let b = process(test, &storage).await;
 
     let mut reader = User::new(&a).await;
     let ch = reader.create_channel(false).await;
@@ -78,14 +56,13 @@ async fn start_on_a_page_and_complete_on_b() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redis_outage_is_a_service_failure() {
     let test = "processes::a_redis_outage_is_a_service_failure";
-    let (Some(admin), Some(_)) = (pg_admin_url(test), redis_url(test)) else {
+    let Some(storage) = SharedStorage::create(test) else {
         return;
     };
-    let db = PgDatabase::create(&admin).expect("create test database");
     let port = OwnRedis::free_port();
     let mut redis = OwnRedis::start(port).await;
-    let key = Keys::generate().secret_hex();
-    let relay = process(test, &db.url, &redis.url(), "buzz-test", &key).await;
+    let storage = storage.with_redis(&redis.url());
+    let relay = process(test, &storage).await;
     let mut reader = User::new(&relay).await;
     let ch = reader.create_channel(false).await;
     reader.put(&Draft::create(&ch, "t")).await;
