@@ -21,6 +21,7 @@ both_backends!(
     a_failing_event_in_a_burst_rolls_back_alone,
     submission_order_is_storage_order,
     a_hook_that_reads_events_sees_them_one_at_a_time,
+    events_sent_before_a_close_are_all_stored,
 );
 
 /// Send every event without waiting, then collect one OK per event:
@@ -139,6 +140,43 @@ async fn a_failing_event_in_a_burst_rolls_back_alone(backend: TestBackend, name:
         assert_eq!(relay.stored_rows(&event.id).await, 1);
         let row = relay.thread_row(&event.id).await.expect("thread row");
         assert_eq!(row.depth, 0);
+    }
+    relay.stop().await;
+}
+
+/// A client that sends a burst and closes at once, without reading a single OK: every
+/// EVENT before its Close frame is read and stored once (the relay answers into a
+/// connection that is going away; nothing it took is dropped with it).
+async fn events_sent_before_a_close_are_all_stored(backend: TestBackend, name: &str) {
+    let Some(relay) = TestRelay::start(backend, name).await else {
+        return;
+    };
+    let keys = Keys::generate();
+    let t = now();
+    let events: Vec<Event> = (0..40)
+        .map(|i| keys.sign(1, vec![tag(&["t", "leaving"])], &format!("note {i}"), t))
+        .collect();
+    let mut ws = relay.ws().await;
+    for event in &events {
+        ws.send(&json!(["EVENT", event])).await.expect("send EVENT");
+    }
+    ws.leave().await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let stored = relay.stored_in_order(keys.pubkey()).await;
+        if stored.len() == events.len() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} of {} stored",
+            stored.len(),
+            events.len()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    for event in &events {
+        assert_eq!(relay.stored_rows(&event.id).await, 1);
     }
     relay.stop().await;
 }

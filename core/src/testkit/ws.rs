@@ -184,4 +184,13 @@ impl WsClient {
     pub async fn close(mut self) {
         let _ = self.stream.close(None).await;
     }
+
+    /// Close without reading what the relay sent, but let the relay finish the closing
+    /// handshake: unread bytes are drained, so the socket ends with FIN, not a reset
+    /// (a reset would discard what the relay had not read yet).
+    pub async fn leave(mut self) {
+        let _ = self.stream.close(None).await;
+        let drained = async { while let Some(Ok(_)) = self.stream.next().await {} };
+        let _ = tokio::time::timeout(self.timeout, drained).await;
+    }
 }

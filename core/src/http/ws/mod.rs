@@ -11,6 +11,7 @@
 //! events its subscriptions match; the filters of one connection's open subscriptions
 //! are bounded in bytes (`limits.max_filter_bytes`).
 
+mod events;
 mod messages;
 mod outbound;
 mod salvage;
@@ -27,6 +28,7 @@ use crate::plugin::Services;
 use crate::store::Scope;
 use actix_web::{web, HttpRequest, HttpResponse};
 use actix_ws::{AggregatedMessage, CloseCode, CloseReason, Session};
+use events::EventRunner;
 use messages::ClientMessage;
 use outbound::Outbound;
 use serde_json::Value;
@@ -133,6 +135,7 @@ struct Connection {
     out: Outbound,
     /// EVENT messages being processed concurrently (group commit needs several in flight).
     inflight: Arc<Semaphore>,
+    events: EventRunner,
     session: Session,
     /// When the unanswered heartbeat ping was queued.
     ping_since: Option<Instant>,
@@ -159,6 +162,7 @@ impl Connection {
             &ctx.host_header,
         );
         let policy_generation = state.services.access.policy_generation();
+        let events = EventRunner::start(state.clone(), out.clone());
         Connection {
             state,
             ctx,
@@ -172,6 +176,7 @@ impl Connection {
             policy_generation,
             out,
             inflight,
+            events,
             session,
             ping_since: None,
         }
@@ -298,11 +303,8 @@ impl Connection {
     }
 
     fn on_event(&mut self, raw: &serde_json::value::RawValue, permit: OwnedSemaphorePermit) {
-        let (event, id) = match serde_json::from_str::<Event>(raw.get()) {
-            Ok(event) => {
-                let id = event.id.clone();
-                (event, id)
-            }
+        let event = match serde_json::from_str::<Event>(raw.get()) {
+            Ok(event) => event,
             Err(e) => {
                 // Echo the id when the object has one, so the client can match the OK.
                 let id = serde_json::from_str::<Value>(raw.get())
@@ -317,15 +319,7 @@ impl Connection {
                 return;
             }
         };
-        let (state, ctx, out) = (self.state.clone(), self.ctx.clone(), self.out.clone());
-        actix_web::rt::spawn(async move {
-            let answer = match state.ingest.submit(&ctx, event).await {
-                Ok(accepted) => messages::ok(&id, true, &accepted.message),
-                Err(reason) => messages::ok(&id, false, &reason.wire_text()),
-            };
-            out.send(answer);
-            drop(permit);
-        });
+        self.events.submit(self.ctx.clone(), event, permit);
     }
 
     /// Forget subscription `sub_id` (if open).

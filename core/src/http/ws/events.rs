@@ -1,0 +1,82 @@
+//! A connection's EVENTs in flight, run by one task per connection.
+//!
+//! Why one task and not one per EVENT: group commit answers a whole batch at once from
+//! the writer thread. Every task it wakes on an actix worker costs that worker a remote
+//! wake-up (a syscall each) and, since each answer was written on its own, a socket
+//! write each. With all of a connection's EVENTs in one task, a batch wakes it once and
+//! its OKs leave in one write. The task is separate from the connection task so that
+//! EVENTs keep going while the connection serves a REQ.
+
+use super::super::AppState;
+use super::messages;
+use super::outbound::Outbound;
+use crate::ctx::ConnCtx;
+use crate::error::Reason;
+use crate::event::Event;
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use std::sync::Arc;
+use tokio::sync::{mpsc, OwnedSemaphorePermit};
+
+/// One EVENT to run: as the connection knew its caller when the message arrived, and
+/// the in-flight slot it holds until answered.
+struct Submitted {
+    ctx: ConnCtx,
+    event: Event,
+    slot: OwnedSemaphorePermit,
+}
+
+/// The connection's side: hands EVENTs to its runner task. The runner finishes what it
+/// was handed (every EVENT gets its OK, if the client is still there) after the
+/// connection drops this.
+pub(super) struct EventRunner {
+    queue: mpsc::UnboundedSender<Submitted>,
+    out: Outbound,
+}
+
+impl EventRunner {
+    /// Start the runner task on the current worker. Unbounded queue: the connection's
+    /// in-flight slots already bound what it holds.
+    pub(super) fn start(state: Arc<AppState>, out: Outbound) -> EventRunner {
+        let (queue, rx) = mpsc::unbounded_channel();
+        actix_web::rt::spawn(run(state, out.clone(), rx));
+        EventRunner { queue, out }
+    }
+
+    /// Run `event` for `ctx`; its OK goes to the connection's outbound queue.
+    pub(super) fn submit(&self, ctx: ConnCtx, event: Event, slot: OwnedSemaphorePermit) {
+        if let Err(refused) = self.queue.send(Submitted { ctx, event, slot }) {
+            // The runner is gone (it only ends after the connection): answer, never drop.
+            let id = &refused.0.event.id;
+            let reason = Reason::Internal(anyhow::anyhow!("event runner stopped"));
+            self.out.send(messages::ok(id, false, &reason.wire_text()));
+        }
+    }
+}
+
+async fn run(state: Arc<AppState>, out: Outbound, mut queue: mpsc::UnboundedReceiver<Submitted>) {
+    let mut running = FuturesUnordered::new();
+    loop {
+        tokio::select! {
+            // Answers first: they free slots the connection waits for.
+            biased;
+            Some(()) = running.next(), if !running.is_empty() => {}
+            next = queue.recv() => match next {
+                Some(submitted) => running.push(answer(&state, &out, submitted)),
+                None => break,
+            },
+        }
+    }
+    // The connection is gone; what it handed over still runs to its end.
+    while running.next().await.is_some() {}
+}
+
+async fn answer(state: &AppState, out: &Outbound, submitted: Submitted) {
+    let Submitted { ctx, event, slot } = submitted;
+    let id = event.id.clone();
+    let answer = match state.ingest.submit(&ctx, event).await {
+        Ok(accepted) => messages::ok(&id, true, &accepted.message),
+        Err(reason) => messages::ok(&id, false, &reason.wire_text()),
+    };
+    out.send(answer);
+    drop(slot);
+}
