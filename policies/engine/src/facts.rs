@@ -20,7 +20,7 @@ pub struct EventFacts {
 }
 
 /// Who is asking, as seen by the relay.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ActorFacts {
     /// Authenticated (NIP-42 / NIP-98) pubkey; `None` = anonymous.
@@ -40,7 +40,7 @@ pub struct ActorFacts {
 }
 
 /// The channel a request is about.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ChannelFacts {
     pub id: String,
@@ -54,7 +54,7 @@ pub struct ChannelFacts {
 }
 
 /// The community selected by the request's host.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct CommunityFacts {
     pub host: String,

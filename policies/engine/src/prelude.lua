@@ -236,16 +236,17 @@ local function make_channel(id, exists, name, private, archived, channel_type, d
   })
 end
 
--- The `req` of moderate/can_write, from positional facts (one host call per request).
+local function make_community(host, open)
+  return view({ host = host, open = open })
+end
+
+-- The `req` of moderate/can_write: the event from positional facts (one host call per
+-- request), the actor, channel (or nil) and community as views the host made with the
+-- functions above. Views are read-only, so the host may hand the same one to many
+-- requests.
 local function make_write_req(action, now,
     ev_id, ev_pubkey, ev_kind, ev_created_at, ev_content,
-    a_pubkey, a_owner, a_member, a_role, a_joined, a_banned, a_reason, a_timeout,
-    has_channel, ch_id, ch_exists, ch_name, ch_private, ch_archived, ch_type, ch_deleted,
-    host, open, tag_shape, ...)
-  local channel = nil
-  if has_channel then
-    channel = make_channel(ch_id, ch_exists, ch_name, ch_private, ch_archived, ch_type, ch_deleted)
-  end
+    actor, channel, community, tag_shape, ...)
   return view({
     action = action,
     now = now,
@@ -253,29 +254,30 @@ local function make_write_req(action, now,
       id = ev_id, pubkey = ev_pubkey, kind = ev_kind, created_at = ev_created_at,
       content = ev_content, tags = make_tags(tag_shape, ...),
     }),
-    actor = make_actor(a_pubkey, a_owner, a_member, a_role, a_joined, a_banned, a_reason, a_timeout),
+    actor = actor,
     channel = channel,
-    community = view({ host = host, open = open }),
+    community = community,
   })
 end
 
 -- The `req` of can_read.
-local function make_read_req(now,
-    a_pubkey, a_owner, a_member, a_role, a_joined, a_banned, a_reason, a_timeout,
-    ch_id, ch_exists, ch_name, ch_private, ch_archived, ch_type, ch_deleted,
-    host, open)
+local function make_read_req(now, actor, channel, community)
   return view({
     action = "read",
     now = now,
-    actor = make_actor(a_pubkey, a_owner, a_member, a_role, a_joined, a_banned, a_reason, a_timeout),
-    channel = make_channel(ch_id, ch_exists, ch_name, ch_private, ch_archived, ch_type, ch_deleted),
-    community = view({ host = host, open = open }),
+    actor = actor,
+    channel = channel,
+    community = community,
   })
 end
 
 return {
+  allow = ALLOW,
   make_write_req = make_write_req,
   make_read_req = make_read_req,
+  make_actor = make_actor,
+  make_channel = make_channel,
+  make_community = make_community,
   set_host_functions = set_host_functions,
   base = base,
   make_buzz = make_buzz,

@@ -40,10 +40,12 @@ pub(crate) struct Sandbox {
     make_buzz: Function,
     now_fn: Function,
     rate_limit_fn: Function,
-    /// `make_write_req(...)` / `make_read_req(...)` from the prelude.
-    make_write_req: Function,
-    make_read_req: Function,
+    /// The prelude's `req` constructors and the views kept for reuse.
+    views: req::RequestViews,
     frozen_global_error: Function,
+    /// What `buzz.allow()` returns (one shared read-only table): a verdict that is this
+    /// table needs no field reads.
+    allow: Table,
     lua: Lua,
 }
 
@@ -121,9 +123,9 @@ impl Sandbox {
         let sandbox = Sandbox {
             base: prelude.raw_get("base")?,
             make_buzz: prelude.raw_get("make_buzz")?,
-            make_write_req: prelude.raw_get("make_write_req")?,
-            make_read_req: prelude.raw_get("make_read_req")?,
+            views: req::RequestViews::from_prelude(&prelude)?,
             frozen_global_error: prelude.raw_get("frozen_global_error")?,
+            allow: prelude.raw_get("allow")?,
             now_fn,
             rate_limit_fn,
             ctx,
@@ -264,11 +266,11 @@ impl Sandbox {
     /// memory limit is set (a Lua `pcall` per field); host-built data is trusted, so the limit
     /// is lifted while building and the result is checked against it afterwards.
     pub(crate) fn write_req(&self, request: &WriteRequest) -> Result<Table, PolicyError> {
-        self.build_request(|| req::write_req(&self.make_write_req, request))
+        self.build_request(|| self.views.write_req(request))
     }
 
     pub(crate) fn read_req(&self, request: &ReadRequest) -> Result<Table, PolicyError> {
-        self.build_request(|| req::read_req(&self.make_read_req, request))
+        self.build_request(|| self.views.read_req(request))
     }
 
     fn build_request(
@@ -284,6 +286,10 @@ impl Sandbox {
             .set_memory_limit(self.limits.memory_bytes)
             .map_err(sandbox_error)?;
         let table = built.map_err(|e| self.failure(REQUEST, BUILDING_REQ, e))?;
+        // Views kept for reuse never take the scripts' room: past half the limit they go.
+        if self.lua.used_memory() > self.limits.memory_bytes / 2 {
+            self.views.forget();
+        }
         if self.lua.used_memory() > self.limits.memory_bytes {
             // Part of it may be garbage of earlier checks: collect before refusing.
             let _ = self.lua.gc_collect();
@@ -324,6 +330,7 @@ impl Sandbox {
             return Err(self.deadline(script, entry, stop));
         }
         match result {
+            Ok(Value::Table(table)) if table == self.allow => Ok(Verdict::Allow),
             Ok(value) => parse_verdict(&value).map_err(|found| PolicyError::BadReturn {
                 script: script.to_owned(),
                 entry,
