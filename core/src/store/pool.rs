@@ -15,7 +15,8 @@ pub(crate) enum Pool {
     Pg(R2d2<ConnectionManager<PgConnection>>),
 }
 
-/// WAL lets readers run beside the single writer; `synchronous = FULL` makes a commit
+/// WAL (set once per file, at open: [`Pool::connect`]) lets readers run beside the single
+/// writer; `synchronous = FULL` makes a commit
 /// durable before the relay says `OK`; the busy timeout covers WAL checkpoints. Savepoint
 /// journals stay in memory (`temp_store`) and each connection caches 32 MiB of pages.
 /// Checkpoints normally run on their own thread (`checkpoint.rs`); the automatic one at
@@ -29,7 +30,6 @@ impl CustomizeConnection<SqliteConnection, diesel::r2d2::Error> for SqliteSetup 
     fn on_acquire(&self, conn: &mut SqliteConnection) -> Result<(), diesel::r2d2::Error> {
         conn.batch_execute(
             "PRAGMA busy_timeout = 10000;
-             PRAGMA journal_mode = WAL;
              PRAGMA synchronous = FULL;
              PRAGMA foreign_keys = ON;
              PRAGMA temp_store = MEMORY;
@@ -76,6 +76,17 @@ impl CustomizeConnection<PgConnection, diesel::r2d2::Error> for PgSetup {
     }
 }
 
+/// Switch the database file to WAL before any pooled connection opens it. The mode is
+/// kept in the file; switching takes an exclusive lock, so the pool's connections (opened
+/// concurrently) doing it each would find one another's locks ("database is locked").
+fn use_wal(path: &str) -> Result<(), StoreError> {
+    use diesel::Connection;
+    let failed = |e: &dyn std::fmt::Display| StoreError::Connect(format!("{path}: {e}"));
+    let mut conn = SqliteConnection::establish(path).map_err(|e| failed(&e))?;
+    conn.batch_execute("PRAGMA busy_timeout = 10000; PRAGMA journal_mode = WAL;")
+        .map_err(|e| failed(&e))
+}
+
 impl Pool {
     /// A pool with `reads` connections for reads plus the ones the store keeps for
     /// itself: the writer's, and on SQLite the checkpoint thread's. On PostgreSQL every
@@ -95,6 +106,7 @@ impl Pool {
                     })?;
                 }
             }
+            use_wal(path)?;
             let pool = R2d2::builder()
                 .max_size(reads + 2)
                 .connection_timeout(Duration::from_secs(10))
@@ -162,4 +174,33 @@ impl Pool {
 pub(crate) enum OwnedConn {
     Sqlite(PooledConnection<ConnectionManager<SqliteConnection>>),
     Pg(PooledConnection<ConnectionManager<PgConnection>>),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Pool, StatementBounds};
+    use diesel::sql_types::Text;
+    use diesel::{Connection, QueryableByName, RunQueryDsl, SqliteConnection};
+
+    #[derive(QueryableByName)]
+    struct JournalMode {
+        #[diesel(sql_type = Text)]
+        journal_mode: String,
+    }
+
+    /// WAL is set once, at open, and kept by the file: every connection the pool (or
+    /// anyone) opens later finds it.
+    #[test]
+    fn a_new_database_file_is_in_wal_mode_once_its_pool_opens() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("fresh.db");
+        let path = path.to_str().expect("utf-8 path");
+        let _pool = Pool::connect(&format!("sqlite://{path}"), 2, StatementBounds::NONE)
+            .expect("pool opens");
+        let mut other = SqliteConnection::establish(path).expect("open");
+        let mode: JournalMode = diesel::sql_query("PRAGMA journal_mode")
+            .get_result(&mut other)
+            .expect("journal mode");
+        assert_eq!(mode.journal_mode, "wal");
+    }
 }
