@@ -14,6 +14,8 @@ use crate::ctx::ConnCtx;
 use crate::error::Reason;
 use crate::event::Event;
 use futures_util::stream::{FuturesUnordered, StreamExt};
+use futures_util::FutureExt;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use tokio::sync::{mpsc, OwnedSemaphorePermit};
 
@@ -70,10 +72,21 @@ async fn run(state: Arc<AppState>, out: Outbound, mut queue: mpsc::UnboundedRece
     while running.next().await.is_some() {}
 }
 
+/// One EVENT to its OK. A panic while running it (a bug) fails that EVENT alone, as a
+/// task of its own would: the connection's other EVENTs share this task.
 async fn answer(state: &AppState, out: &Outbound, submitted: Submitted) {
     let Submitted { ctx, event, slot } = submitted;
     let id = event.id.clone();
-    let answer = match state.ingest.submit(&ctx, event).await {
+    let outcome = AssertUnwindSafe(state.ingest.submit(&ctx, event))
+        .catch_unwind()
+        .await
+        .unwrap_or_else(|_| {
+            tracing::error!(%id, "running an EVENT panicked");
+            Err(Reason::Internal(anyhow::anyhow!(
+                "running the event panicked"
+            )))
+        });
+    let answer = match outcome {
         Ok(accepted) => messages::ok(&id, true, &accepted.message),
         Err(reason) => messages::ok(&id, false, &reason.wire_text()),
     };
