@@ -13,7 +13,7 @@ use buzz_core::event::Event;
 use buzz_core::keys::Keys;
 use buzz_core::testkit::{now, pg_admin_url, redis_url, tag, HttpClient, PgDatabase, WsClient};
 use serde_json::{json, Value};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::net::{SocketAddr, TcpListener};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -120,29 +120,6 @@ async fn live_events(ws: &mut WsClient, quiet: Duration) -> Vec<Value> {
     }
     ws.timeout = before;
     got
-}
-
-/// Send every event at once, then collect the OKs (any order): id → (accepted, message).
-/// Stops early when the connection drops (a killed process).
-async fn burst(ws: &mut WsClient, events: &[Event]) -> HashMap<String, (bool, String)> {
-    let mut oks = HashMap::new();
-    for event in events {
-        if ws.send(&json!(["EVENT", event])).await.is_err() {
-            break;
-        }
-    }
-    while oks.len() < events.len() {
-        let Some(msg) = ws.recv().await else { break };
-        if msg[0] == "OK" {
-            let id = msg[1].as_str().unwrap_or_default().to_owned();
-            let accepted = msg[2].as_bool().unwrap_or(false);
-            oks.insert(
-                id,
-                (accepted, msg[3].as_str().unwrap_or_default().to_owned()),
-            );
-        }
-    }
-    oks
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -323,7 +300,7 @@ async fn member_lists_stay_complete(procs: &[Process]) {
         let [a, b, c] = &mut conns[..] else {
             panic!("three connections")
         };
-        let (ra, rb, rc) = tokio::join!(burst(a, &adds[0]), burst(b, &adds[1]), burst(c, &adds[2]));
+        let (ra, rb, rc) = tokio::join!(a.burst(&adds[0]), b.burst(&adds[1]), c.burst(&adds[2]));
         for (_, (accepted, message)) in ra.iter().chain(&rb).chain(&rc) {
             assert!(accepted, "{message}");
         }
@@ -363,7 +340,7 @@ async fn killed_process_loses_nothing(procs: &mut [Process]) {
             .collect();
         let mut ws = p.ws().await;
         tasks.push(tokio::spawn(async move {
-            let oks = burst(&mut ws, &events).await;
+            let oks = ws.burst(&events).await;
             (events, oks)
         }));
     }

@@ -9,8 +9,6 @@ use buzz_core::event::Event;
 use buzz_core::keys::Keys;
 use buzz_core::plugin::{Plugin, PluginEntry, PluginManifest, Services};
 use buzz_core::testkit::{now, tag, TestBackend, TestRelay};
-use serde_json::json;
-use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Panics on any event whose content starts with "boom".
@@ -66,21 +64,8 @@ async fn a_panicking_event_fails_alone() {
         })
         .collect();
     let mut ws = relay.ws().await;
-    for event in &events {
-        ws.send(&json!(["EVENT", event])).await.expect("send EVENT");
-    }
-    let mut oks: HashMap<String, (bool, String)> = HashMap::new();
-    while oks.len() < events.len() {
-        let msg = ws.recv().await.expect("an OK for every EVENT");
-        if msg[0] == "OK" {
-            let id = msg[1].as_str().unwrap_or_default().to_owned();
-            let accepted = msg[2].as_bool().unwrap_or(false);
-            oks.insert(
-                id,
-                (accepted, msg[3].as_str().unwrap_or_default().to_owned()),
-            );
-        }
-    }
+    let oks = ws.burst(&events).await;
+    assert_eq!(oks.len(), events.len(), "an OK for every EVENT");
     for event in &events {
         let (accepted, message) = &oks[&event.id];
         if event.content.starts_with("boom") {

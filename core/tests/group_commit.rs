@@ -27,21 +27,8 @@ both_backends!(
 /// Send every event without waiting, then collect one OK per event:
 /// id → (accepted, message).
 async fn burst(ws: &mut WsClient, events: &[Event]) -> HashMap<String, (bool, String)> {
-    for event in events {
-        ws.send(&json!(["EVENT", event])).await.expect("send EVENT");
-    }
-    let mut oks = HashMap::new();
-    while oks.len() < events.len() {
-        let msg = ws.recv().await.expect("an OK for every EVENT");
-        if msg[0] == "OK" {
-            let id = msg[1].as_str().unwrap_or_default().to_owned();
-            let answer = (
-                msg[2].as_bool().unwrap_or(false),
-                msg[3].as_str().unwrap_or_default().to_owned(),
-            );
-            oks.insert(id, answer);
-        }
-    }
+    let oks = ws.burst(events).await;
+    assert_eq!(oks.len(), events.len(), "an OK for every EVENT");
     oks
 }
 

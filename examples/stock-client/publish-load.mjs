@@ -13,14 +13,10 @@
 //    `ingest-bench` prints on the same machine.
 import { finalizeEvent, generateSecretKey } from "nostr-tools/pure";
 import WebSocket from "ws";
+import { commandLine } from "./args.mjs";
 import { readFileSync } from "node:fs";
 
-const args = Object.fromEntries(
-  process.argv.slice(2).reduce((pairs, arg, i, all) => {
-    if (arg.startsWith("--")) pairs.push([arg.slice(2), all[i + 1]]);
-    return pairs;
-  }, []),
-);
+const args = commandLine();
 const relay = args.relay ?? "ws://127.0.0.1:7777";
 const pid = Number(args.pid);
 const total = Number(args.events ?? 40_000);

@@ -110,6 +110,31 @@ impl WsClient {
     }
 
     /// Send EVENT and wait for its OK: `(accepted, message)`.
+    /// Send every event without waiting, then collect the OKs in any order:
+    /// id → (accepted, message). Stops early when the connection drops (the map then
+    /// lacks the unanswered ids).
+    pub async fn burst(
+        &mut self,
+        events: &[Event],
+    ) -> std::collections::HashMap<String, (bool, String)> {
+        let mut oks = std::collections::HashMap::new();
+        for event in events {
+            if self.send(&json!(["EVENT", event])).await.is_err() {
+                break;
+            }
+        }
+        while oks.len() < events.len() {
+            let Some(msg) = self.recv().await else { break };
+            if msg[0] == "OK" {
+                let id = msg[1].as_str().unwrap_or_default().to_owned();
+                let accepted = msg[2].as_bool().unwrap_or(false);
+                let message = msg[3].as_str().unwrap_or_default().to_owned();
+                oks.insert(id, (accepted, message));
+            }
+        }
+        oks
+    }
+
     pub async fn publish(&mut self, event: &Event) -> (bool, String) {
         self.send(&json!(["EVENT", event]))
             .await
