@@ -10,6 +10,7 @@ mod metrics;
 mod nip86;
 mod plugin_routes;
 mod server;
+mod socket;
 mod state;
 mod ws;
 

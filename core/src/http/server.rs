@@ -45,6 +45,11 @@ pub(crate) fn start(
             .configure(super::configure)
             .configure(move |cfg| super::plugin_routes::mount(cfg, &routes))
     })
+    // A handle on every connection, so a client that stops reading can be let go of
+    // (`socket.rs`); and no Nagle delay: an answer's last partial segment must not wait
+    // for the client's delayed ACK of the one before.
+    .on_connect(super::socket::on_connect)
+    .tcp_nodelay(true)
     .shutdown_timeout(settings.server.shutdown_timeout_secs);
     if settings.server.workers > 0 {
         server = server.workers(settings.server.workers);

@@ -12,6 +12,7 @@ mod own_redis;
 mod pg;
 mod relay;
 mod shared;
+mod sockets;
 mod table_lock;
 mod ws;
 
@@ -22,6 +23,7 @@ pub use own_redis::OwnRedis;
 pub use pg::PgDatabase;
 pub use relay::{TestBackend, TestRelay};
 pub use shared::SharedStorage;
+pub use sockets::{relay_side_socket, SocketState};
 pub use table_lock::TableLock;
 pub use ws::WsClient;
 

@@ -36,6 +36,15 @@ impl WsClient {
         })
     }
 
+    /// This client's end of the TCP connection (to find the relay's end with
+    /// [`super::relay_side_socket`]).
+    pub fn local_addr(&self) -> Option<std::net::SocketAddr> {
+        match self.stream.get_ref() {
+            tokio_tungstenite::MaybeTlsStream::Plain(tcp) => tcp.local_addr().ok(),
+            _ => None,
+        }
+    }
+
     pub async fn send_raw(&mut self, text: &str) -> anyhow::Result<()> {
         self.stream.send(Message::text(text)).await?;
         Ok(())

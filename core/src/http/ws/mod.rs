@@ -1,11 +1,15 @@
 //! NIP-01 over WebSocket: one task per connection.
 //!
-//! The connection task reads client messages and live deliveries; a writer task drains
-//! a queue bounded in messages and bytes (`outbound.rs`) into the socket. A client that
-//! does not read is closed: when a live event finds no room, when a REQ answer waits
-//! longer than `outbound_stall_secs` for room, when a write does not complete within it,
-//! or when a heartbeat ping goes that long unanswered with no write completing. A REQ's
-//! stored events are read a page at a time within the byte bound, never whole.
+//! The connection task reads client messages and live deliveries; the response body
+//! drains a queue bounded in messages and bytes (`outbound.rs`) into the socket. A
+//! client that does not read is closed: when a live event finds no room, when a REQ
+//! answer waits longer than `outbound_stall_secs` for room, when queued output is not
+//! taken by the socket for that long, or when a heartbeat ping goes that long unanswered
+//! with nothing written. Closing queues the close frame, and if the connection is not
+//! gone within a short grace (a client that does not read never takes the frame) the
+//! relay aborts the TCP connection itself (`http/socket.rs`), freeing what was queued
+//! for it in the process and in the kernel. A REQ's stored events are read a page at a
+//! time within the byte bound, never whole.
 //!
 //! Live events come from the process's [`Fanout`], which hands a connection only the
 //! events its subscriptions match; the filters of one connection's open subscriptions
@@ -16,6 +20,7 @@ mod messages;
 mod outbound;
 mod salvage;
 
+use super::socket::SocketHandle;
 use super::{AppState, RequestCtx};
 use crate::auth::nip42;
 use crate::channels::kinds::changes_access;
@@ -26,8 +31,9 @@ use crate::filter::Filter;
 use crate::live::{Delivery, Fanout, LiveInbox, SubKey};
 use crate::plugin::Services;
 use crate::store::Scope;
+use actix_web::body::{BodyStream, BoxBody};
 use actix_web::{web, HttpRequest, HttpResponse};
-use actix_ws::{AggregatedMessage, CloseCode, CloseReason, Session};
+use actix_ws::{AggregatedMessage, CloseCode, CloseReason};
 use events::EventRunner;
 use messages::ClientMessage;
 use outbound::Outbound;
@@ -37,7 +43,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-/// How long a closing handshake may wait for a slow client.
+/// How long a closing connection may take to end by itself (its close frame reaching
+/// the client, the client closing) before the relay aborts it.
 const CLOSE_GRACE: Duration = Duration::from_secs(2);
 
 /// What all WebSocket connections of this process share: live fan-out and the
@@ -79,26 +86,73 @@ pub(super) async fn upgrade(
         Err(reason) => return super::error::error_response(&reason),
     };
     ctx.transport = Transport::WebSocket;
-    let (response, session, stream) = match actix_ws::handle(&req, body) {
-        Ok(parts) => parts,
-        Err(err) => return err.error_response(),
-    };
-    let max = state.services.settings.limits.max_message_bytes;
-    let stream = stream
-        .max_frame_size(max)
-        .aggregate_continuations()
-        .max_continuation_size(max);
     let Some(shared) = req.app_data::<web::Data<WsShared>>().cloned() else {
         let reason = Reason::Internal(anyhow::anyhow!("websocket state is not mounted"));
         return super::error::error_response(&reason);
     };
+    // actix-ws does the handshake and reads the client's frames; the relay writes the
+    // response body itself (`outbound.rs`), so its session goes unused.
+    let (response, _session, stream) = match actix_ws::handle(&req, body) {
+        Ok(parts) => parts,
+        Err(err) => return err.error_response(),
+    };
+    let limits = &state.services.settings.limits;
+    let max = limits.max_message_bytes;
+    let stream = stream
+        .max_frame_size(max)
+        .aggregate_continuations()
+        .max_continuation_size(max);
+    let mut outbound = None;
+    let response = response.map_body(|_, incoming| {
+        let (out, body) = Outbound::new(
+            limits.max_outbound_queue,
+            limits.max_outbound_bytes,
+            shared.outbound_bytes.clone(),
+            Duration::from_secs(limits.outbound_stall_secs),
+            incoming,
+        );
+        outbound = Some(out);
+        BoxBody::new(BodyStream::new(body))
+    });
+    let Some(out) = outbound else {
+        let reason = Reason::Internal(anyhow::anyhow!("websocket body was not built"));
+        return super::error::error_response(&reason);
+    };
+    let socket = SocketHandle::of(&req);
     let state = state.into_inner();
     actix_web::rt::spawn(async move {
         let _open = state.services.metrics.connection_opened();
-        let connection = Connection::new(state, &shared, ctx, session.clone());
-        connection.run(stream).await;
+        let connection = Connection::new(state, &shared, ctx, out);
+        let end = connection.run(stream).await;
+        // Everything the connection held is dropped by now and the close frame queued
+        // (when there was room). A client that does not read never takes it: end the
+        // TCP connection, so nothing queued for it stays in memory or in the kernel.
+        if let Some(socket) = socket {
+            if end.too_slow() {
+                socket.reset_on_close();
+            }
+            let grace = if end.close_queued {
+                CLOSE_GRACE
+            } else {
+                Duration::ZERO
+            };
+            socket.end_within(grace).await;
+        }
     });
     response
+}
+
+/// How a connection ended: why, and whether its close frame found room in the queue.
+struct Ended {
+    why: End,
+    close_queued: bool,
+}
+
+impl Ended {
+    /// The relay ends the connection because the client does not keep up.
+    fn too_slow(&self) -> bool {
+        matches!(self.why, End::QueueFull | End::FellBehind | End::Stalled)
+    }
 }
 
 /// Why a connection ends.
@@ -136,9 +190,11 @@ struct Connection {
     /// EVENT messages being processed concurrently (group commit needs several in flight).
     inflight: Arc<Semaphore>,
     events: EventRunner,
-    session: Session,
-    /// When the unanswered heartbeat ping was queued.
-    ping_since: Option<Instant>,
+    /// When the unanswered heartbeat ping was queued, and how many messages the socket
+    /// had taken by then (any taken since is progress).
+    ping_since: Option<(Instant, u64)>,
+    /// Since when queued output has waited without the socket taking any of it.
+    stuck_since: Option<(Instant, u64)>,
 }
 
 struct Sub {
@@ -147,15 +203,8 @@ struct Sub {
 }
 
 impl Connection {
-    fn new(state: Arc<AppState>, shared: &WsShared, ctx: ConnCtx, session: Session) -> Self {
+    fn new(state: Arc<AppState>, shared: &WsShared, ctx: ConnCtx, out: Outbound) -> Self {
         let limits = &state.services.settings.limits;
-        let out = Outbound::start(
-            session.clone(),
-            limits.max_outbound_queue,
-            limits.max_outbound_bytes,
-            shared.outbound_bytes.clone(),
-            Duration::from_secs(limits.outbound_stall_secs),
-        );
         let inflight = Arc::new(Semaphore::new(limits.max_inflight_events.max(1)));
         let relay_url = nip42::relay_url(
             &state.services.settings.server.public_scheme,
@@ -177,8 +226,8 @@ impl Connection {
             out,
             inflight,
             events,
-            session,
             ping_since: None,
+            stuck_since: None,
         }
     }
 
@@ -186,7 +235,8 @@ impl Connection {
         Duration::from_secs(self.state.services.settings.limits.outbound_stall_secs)
     }
 
-    async fn run(mut self, mut stream: actix_ws::AggregatedMessageStream) {
+    /// Serve the connection until it ends; the close frame is queued when it returns.
+    async fn run(mut self, mut stream: actix_ws::AggregatedMessageStream) -> Ended {
         self.out.send(messages::auth_challenge(&self.challenge));
         self.refresh_scope().await;
         let too_slow = self.out.too_slow.clone();
@@ -200,6 +250,10 @@ impl Connection {
         let mut slot: Option<OwnedSemaphorePermit> = None;
         let end = loop {
             tokio::select! {
+                // A client found too slow is dropped before anything else it sent is
+                // served (each REQ it queued would wait the stall limit again).
+                biased;
+                _ = too_slow.notified() => break End::QueueFull,
                 acquired = inflight.clone().acquire_owned(), if slot.is_none() => {
                     slot = acquired.ok();
                     if slot.is_none() {
@@ -213,7 +267,7 @@ impl Connection {
                         self.out.send(messages::notice("invalid: binary messages are not supported"));
                     }
                     Some(Ok(AggregatedMessage::Ping(bytes))) => {
-                        let _ = self.session.pong(&bytes).await;
+                        self.out.pong(bytes);
                     }
                     Some(Ok(AggregatedMessage::Pong(_))) => self.ping_since = None,
                     Some(Ok(AggregatedMessage::Close(_))) => break End::ClientClosed,
@@ -232,17 +286,10 @@ impl Connection {
                     None => break End::FellBehind,
                 },
                 _ = heartbeat.tick() => {
-                    if let Some(since) = self.ping_since {
-                        let quiet_since = since.max(self.out.last_progress());
-                        if quiet_since.elapsed() >= self.stall() {
-                            break End::Stalled;
-                        }
-                    } else {
-                        self.ping_since = Some(Instant::now());
-                        self.out.ping();
+                    if self.stalled() {
+                        break End::Stalled;
                     }
                 }
-                _ = too_slow.notified() => break End::QueueFull,
             }
         };
         let reason = match end {
@@ -268,11 +315,40 @@ impl Connection {
                 description: None,
             }),
         };
-        // Give queued notices a moment to reach the writer before closing. The close is
-        // best-effort and bounded: a client that stopped reading must not park this task
-        // (dropping the session then ends the connection).
+        // Give queued notices a moment to reach the queue before the close frame.
         tokio::task::yield_now().await;
-        let _ = tokio::time::timeout(CLOSE_GRACE, self.session.close(reason)).await;
+        Ended {
+            close_queued: self.out.close(reason),
+            why: end,
+        }
+    }
+
+    /// The heartbeat's rules, checked every half stall limit: a client that neither
+    /// answers a ping nor takes anything written for the stall limit, or whose queued
+    /// output the socket has not taken for that long (an unsolicited pong does not
+    /// help a client that does not read), has stalled.
+    fn stalled(&mut self) -> bool {
+        let taken = self.out.taken();
+        self.stuck_since = match self.stuck_since {
+            _ if self.out.pending() == 0 => None,
+            Some((at, seen)) if seen == taken => Some((at, seen)),
+            _ => Some((Instant::now(), taken)),
+        };
+        match self.ping_since {
+            None => {
+                self.ping_since = Some((Instant::now(), taken));
+                self.out.ping();
+            }
+            // More than the ping itself was written since: the wait starts again.
+            Some((_, seen)) if taken > seen + 1 => {
+                self.ping_since = Some((Instant::now(), taken - 1));
+            }
+            Some(_) => {}
+        }
+        let stall = self.stall();
+        let waited =
+            |since: Option<(Instant, u64)>| since.is_some_and(|(at, _)| at.elapsed() >= stall);
+        waited(self.stuck_since) || waited(self.ping_since)
     }
 
     /// Handle one client message; an EVENT takes the in-flight `slot` with it.

@@ -1,23 +1,36 @@
 //! What one connection has queued for its client, bounded in messages and in bytes (per
-//! connection and for the whole process), and the writer task that drains it.
+//! connection and for the whole process), and the response body that hands it to the
+//! socket.
 //!
 //! Every queued message holds permits for its bytes from two semaphores (this
-//! connection's, the process's); they are returned when the writer has handed the
-//! message to the socket. So memory held for clients that do not read is bounded by
-//! `max_outbound_bytes` each and `max_outbound_bytes_total` together (plus actix-ws's own
-//! 32-message channel per connection, which stalls the writer when full).
+//! connection's, the process's). The relay writes the WebSocket's response body itself
+//! ([`OutboundBody`]): actix pulls one encoded message at a time from it, only while its
+//! own write buffer (32 KiB) has room, and a message's permits are returned when actix
+//! pulls the next one — by then it has copied the message into that buffer. So every
+//! byte stays counted until it is on its way to the socket: memory held for clients that
+//! do not read is bounded by `max_outbound_bytes` each (plus the one message being
+//! written) and `max_outbound_bytes_total` together. (actix-ws's own body buffers a
+//! 32-message channel per connection outside any such count; the relay does not use it.)
 //!
-//! The stall rule: a live message that finds no room, a REQ answer that waits longer
-//! than `outbound_stall_secs` for room, or a write that does not complete within it
-//! marks the client too slow, and the connection is closed.
+//! The stall rule: a live message that finds no room, or a REQ answer that waits longer
+//! than `outbound_stall_secs` for room, marks the client too slow; so does queued output
+//! that the socket does not take for that long (the connection's heartbeat checks
+//! [`Outbound::taken`] and [`Outbound::pending`]). The connection is then closed.
 
-use actix_ws::Session;
-use std::sync::atomic::{AtomicU64, Ordering};
+use actix_codec::Encoder;
+use actix_http::ws::{Codec, Message};
+use actix_web::web::{Bytes, BytesMut};
+use actix_ws::CloseReason;
+use futures_util::Stream;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::task::{Context, Poll};
+use std::time::Duration;
 use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
 
-/// The queue's side of one connection (cheap to clone: the EVENT tasks answer through it).
+/// The queue's side of one connection (cheap to clone: the EVENT runner answers through
+/// it).
 #[derive(Clone)]
 pub(super) struct Outbound {
     queue: mpsc::Sender<Item>,
@@ -29,26 +42,40 @@ pub(super) struct Outbound {
     stall: Duration,
     /// Raised when the client is too slow; the connection task closes on it.
     pub too_slow: Arc<Notify>,
-    /// Milliseconds after `start` of the writer's last completed write.
-    progress: Arc<AtomicU64>,
-    start: Instant,
+    flow: Arc<Flow>,
+}
+
+/// How far the socket has got: written by the body as it hands messages out, read by
+/// the connection's heartbeat.
+#[derive(Default)]
+struct Flow {
+    /// Messages queued and not yet taken by actix.
+    pending: AtomicUsize,
+    /// Messages actix has taken, ever.
+    taken: AtomicU64,
 }
 
 enum Item {
     Text(String, [OwnedSemaphorePermit; 2]),
     Ping,
+    Pong(Bytes),
+    Close(Option<CloseReason>),
 }
 
 impl Outbound {
-    /// The queue for `session`, and its writer task.
-    pub(super) fn start(
-        session: Session,
+    /// The queue, and the response body that drains it. `incoming` is actix-ws's own
+    /// response body: it is never polled, but the stream of client messages ends when it
+    /// is dropped, so it must live exactly as long as the connection — inside the body
+    /// actix holds.
+    pub(super) fn new<B: 'static>(
         max_messages: usize,
         max_bytes: usize,
         relay_bytes: Arc<Semaphore>,
         stall: Duration,
-    ) -> Outbound {
+        incoming: B,
+    ) -> (Outbound, OutboundBody<B>) {
         let (queue, rx) = mpsc::channel(max_messages.max(1));
+        let flow = Arc::new(Flow::default());
         let out = Outbound {
             queue,
             conn_bytes: Arc::new(Semaphore::new(max_bytes)),
@@ -56,23 +83,29 @@ impl Outbound {
             max_bytes,
             stall,
             too_slow: Arc::new(Notify::new()),
-            progress: Arc::new(AtomicU64::new(0)),
-            start: Instant::now(),
+            flow: flow.clone(),
         };
-        // The writer gets no sender: the queue closes when the connection's last
-        // `Outbound` is dropped, and the writer ends with it.
-        let progress = Progress {
-            stall,
-            too_slow: out.too_slow.clone(),
-            at: out.progress.clone(),
-            start: out.start,
+        let body = OutboundBody {
+            rx,
+            codec: Codec::new(),
+            handed: None,
+            flow,
+            closed: false,
+            _incoming: incoming,
         };
-        actix_web::rt::spawn(write_loop(session, rx, progress));
-        out
+        (out, body)
     }
 
     fn charge(&self, text: &str) -> u32 {
         u32::try_from(text.len().clamp(1, self.max_bytes)).unwrap_or(u32::MAX)
+    }
+
+    fn enqueue(&self, item: Item) -> Result<(), mpsc::error::TrySendError<Item>> {
+        // Counted before the send, so the body never sees a message it has not counted.
+        self.flow.pending.fetch_add(1, Ordering::Relaxed);
+        self.queue.try_send(item).inspect_err(|_| {
+            self.flow.pending.fetch_sub(1, Ordering::Relaxed);
+        })
     }
 
     /// Queue a message now (live events, OK, NOTICE, CLOSED); no room means the client
@@ -85,7 +118,7 @@ impl Outbound {
             .try_acquire_many_owned(n)
             .and_then(|c| Ok([c, self.relay_bytes.clone().try_acquire_many_owned(n)?]));
         let queued = match permits {
-            Ok(permits) => self.queue.try_send(Item::Text(text, permits)).is_ok(),
+            Ok(permits) => self.enqueue(Item::Text(text, permits)).is_ok(),
             Err(_) => false,
         };
         if !queued && !self.queue.is_closed() {
@@ -101,11 +134,14 @@ impl Outbound {
         let queue = async {
             let conn = self.conn_bytes.clone().acquire_many_owned(n).await.ok()?;
             let relay = self.relay_bytes.clone().acquire_many_owned(n).await.ok()?;
-            self.queue.send(Item::Text(text, [conn, relay])).await.ok()
+            let slot = self.queue.reserve().await.ok()?;
+            self.flow.pending.fetch_add(1, Ordering::Relaxed);
+            slot.send(Item::Text(text, [conn, relay]));
+            Some(())
         };
         match tokio::time::timeout(self.stall, queue).await {
             Ok(Some(())) => true,
-            // The socket writer is gone: the connection is closing anyway.
+            // The body is gone: the connection is closing anyway.
             Ok(None) => false,
             Err(_) => {
                 self.too_slow.notify_one();
@@ -117,44 +153,77 @@ impl Outbound {
     /// Queue a ping (the heartbeat); dropped when the queue is full, which the other
     /// rules deal with.
     pub(super) fn ping(&self) {
-        let _ = self.queue.try_send(Item::Ping);
+        let _ = self.enqueue(Item::Ping);
     }
 
-    /// When the writer last completed a write.
-    pub(super) fn last_progress(&self) -> Instant {
-        self.start + Duration::from_millis(self.progress.load(Ordering::Relaxed))
+    /// Answer a client's ping (dropped, like a ping, when the queue is full).
+    pub(super) fn pong(&self, payload: Bytes) {
+        let _ = self.enqueue(Item::Pong(payload));
+    }
+
+    /// Queue the close frame: the body ends after it. `false` when there is no room (the
+    /// client is not reading; the connection is then aborted instead).
+    pub(super) fn close(&self, reason: Option<CloseReason>) -> bool {
+        self.enqueue(Item::Close(reason)).is_ok()
+    }
+
+    /// How many messages the socket has taken so far.
+    pub(super) fn taken(&self) -> u64 {
+        self.flow.taken.load(Ordering::Relaxed)
+    }
+
+    /// How many queued messages the socket has not taken yet.
+    pub(super) fn pending(&self) -> usize {
+        self.flow.pending.load(Ordering::Relaxed)
     }
 }
 
-/// Drain the queue into the socket until either side is gone; a write that the client
-/// does not let complete within the stall limit makes it too slow.
-struct Progress {
-    stall: Duration,
-    too_slow: Arc<Notify>,
-    at: Arc<AtomicU64>,
-    start: Instant,
+/// The WebSocket response body: the connection's queue, one encoded frame per chunk.
+pub(super) struct OutboundBody<B> {
+    rx: mpsc::Receiver<Item>,
+    codec: Codec,
+    /// The permits of the message handed out last, returned at the next pull (actix
+    /// has copied that message into its write buffer by then).
+    handed: Option<[OwnedSemaphorePermit; 2]>,
+    flow: Arc<Flow>,
+    /// The close frame went out: the body is over.
+    closed: bool,
+    _incoming: B,
 }
 
-async fn write_loop(mut session: Session, mut rx: mpsc::Receiver<Item>, out: Progress) {
-    while let Some(item) = rx.recv().await {
-        let write = async {
-            match item {
-                // The permits drop with the message, after the socket took it.
-                Item::Text(text, _permits) => session.text(text).await,
-                Item::Ping => session.ping(b"").await,
+impl<B: Unpin> Stream for OutboundBody<B> {
+    type Item = Result<Bytes, std::io::Error>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        this.handed = None;
+        if this.closed {
+            return Poll::Ready(None);
+        }
+        let item = match this.rx.poll_recv(cx) {
+            Poll::Ready(Some(item)) => item,
+            // Every sender is gone: the connection is over.
+            Poll::Ready(None) => return Poll::Ready(None),
+            Poll::Pending => return Poll::Pending,
+        };
+        this.flow.pending.fetch_sub(1, Ordering::Relaxed);
+        this.flow.taken.fetch_add(1, Ordering::Relaxed);
+        let message = match item {
+            Item::Text(text, permits) => {
+                this.handed = Some(permits);
+                Message::Text(text.into())
+            }
+            Item::Ping => Message::Ping(Bytes::new()),
+            Item::Pong(payload) => Message::Pong(payload),
+            Item::Close(reason) => {
+                this.closed = true;
+                Message::Close(reason)
             }
         };
-        match tokio::time::timeout(out.stall, write).await {
-            Ok(Ok(())) => {
-                let ms = out.start.elapsed().as_millis();
-                out.at
-                    .store(u64::try_from(ms).unwrap_or(u64::MAX), Ordering::Relaxed);
-            }
-            Ok(Err(_)) => break,
-            Err(_) => {
-                out.too_slow.notify_one();
-                break;
-            }
+        let mut frame = BytesMut::new();
+        if let Err(err) = this.codec.encode(message, &mut frame) {
+            return Poll::Ready(Some(Err(std::io::Error::other(err))));
         }
+        Poll::Ready(Some(Ok(frame.freeze())))
     }
 }
