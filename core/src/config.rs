@@ -187,6 +187,11 @@ pub struct LimitSettings {
     pub max_query_values: usize,
     /// JSON bytes of the filters of all open subscriptions of one WebSocket connection.
     pub max_filter_bytes: usize,
+    /// Bytes all HTTP request bodies still being received may hold together; a body
+    /// that finds no room is refused with 503 before it is read.
+    pub max_pending_body_bytes: usize,
+    /// Seconds an HTTP request body may take to arrive once its headers are in (408).
+    pub body_timeout_secs: u64,
 }
 
 #[derive(Debug, Clone, Deserialize, Default, PartialEq)]
@@ -249,6 +254,8 @@ max_inflight_events = 64
 max_filter_values = 2000
 max_query_values = 4000
 max_filter_bytes = 1048576
+max_pending_body_bytes = 67108864
+body_timeout_secs = 10
 
 [metrics]
 enabled = true
@@ -449,6 +456,18 @@ impl Settings {
         }
         if l.outbound_stall_secs == 0 {
             anyhow::bail!("limits.outbound_stall_secs must be at least 1");
+        }
+        // One largest body must fit, or such a request could never be received.
+        if l.max_pending_body_bytes < l.max_message_bytes {
+            anyhow::bail!(
+                "limits.max_pending_body_bytes must be at least limits.max_message_bytes"
+            );
+        }
+        if u32::try_from(l.max_pending_body_bytes).is_err() {
+            anyhow::bail!("limits.max_pending_body_bytes must be below 4 GiB");
+        }
+        if l.body_timeout_secs == 0 {
+            anyhow::bail!("limits.body_timeout_secs must be at least 1");
         }
         Ok(())
     }

@@ -41,6 +41,10 @@ pub enum Reason {
     /// The thing asked for does not exist here (HTTP 404).
     #[error("invalid: {0}")]
     NotFound(String),
+    /// The client did not send its request in time (`error:`, HTTP 408); a retry that
+    /// sends faster may work.
+    #[error("error: {0}")]
+    TooSlow(String),
     /// A budget or a dependency is exhausted right now; retrying later may work
     /// (`error:`, HTTP 503).
     #[error("error: {0}")]
@@ -98,7 +102,10 @@ impl Reason {
             Reason::AuthRequired(_) => "auth-required",
             Reason::Duplicate(_) => "duplicate",
             Reason::Conflict(_) => "conflict",
-            Reason::Unavailable(_) | Reason::PolicyFailure(_) | Reason::Internal(_) => "error",
+            Reason::TooSlow(_)
+            | Reason::Unavailable(_)
+            | Reason::PolicyFailure(_)
+            | Reason::Internal(_) => "error",
             Reason::Coded { status, .. } => coded_prefix(*status),
         }
     }
@@ -114,6 +121,7 @@ impl Reason {
             Reason::Duplicate(_) => 200,
             Reason::Conflict(_) => 409,
             Reason::NotFound(_) => 404,
+            Reason::TooSlow(_) => 408,
             Reason::Unavailable(_) => 503,
             Reason::Internal(_) | Reason::PolicyFailure(_) => 500,
             Reason::Coded { status, .. } => *status,
@@ -187,6 +195,7 @@ mod tests {
             (Reason::AuthRequired("x".into()), "auth-required: x", 401),
             (Reason::Conflict("x".into()), "conflict: x", 409),
             (Reason::NotFound("x".into()), "invalid: x", 404),
+            (Reason::TooSlow("x".into()), "error: x", 408),
             (Reason::Unavailable("x".into()), "error: x", 503),
             (
                 Reason::Coded {

@@ -7,7 +7,7 @@ use crate::access::{reload_on_sighup, AccessService, CommunityPolicies};
 use crate::clock::{Clock, SystemClock};
 use crate::community::{Communities, Community};
 use crate::config::Settings;
-use crate::http::{self, AppState, ServerHandle};
+use crate::http::{self, AppState, Bodies, ServerHandle};
 use crate::ingest::Ingest;
 use crate::keys::Keys;
 use crate::live::{LiveBus, MemoryBus, RedisBus};
@@ -196,6 +196,10 @@ impl RelayBuilder {
             plugins: plugins.clone(),
             communities: Communities::new(&communities),
             replay,
+            bodies: Bodies::new(&settings.limits),
+            outbound: Arc::new(tokio::sync::Semaphore::new(
+                settings.limits.max_outbound_bytes_total,
+            )),
         };
         let metrics_server = if settings.metrics.enabled {
             match http::start_metrics(metrics, &settings.metrics.bind) {

@@ -7,10 +7,12 @@ use buzz_core::keys::Keys;
 use buzz_core::testkit::{now, relay_side_socket, TestBackend, TestRelay, WsClient};
 use serde_json::json;
 use std::time::{Duration, Instant};
+use tokio::io::AsyncWriteExt;
 
 both_backends!(
     non_reading_clients_are_closed_and_memory_stays_bounded,
-    the_relay_lets_go_of_a_non_reading_socket
+    the_relay_lets_go_of_a_non_reading_socket,
+    a_query_answer_nobody_reads_is_let_go
 );
 
 const STALL_SECS: u64 = 2;
@@ -188,5 +190,86 @@ async fn the_relay_lets_go_of_a_non_reading_socket(backend: TestBackend, name: &
         .await
         .expect("a reading client gets the whole answer");
     assert_eq!(all.len(), 40);
+    relay.stop().await;
+}
+
+/// `POST /query` answers stream too (a page at a time within the outbound budget): a
+/// client that asks for 8 MB and never reads the response is let go after the stall
+/// limit, and one that reads gets the whole array.
+async fn a_query_answer_nobody_reads_is_let_go(backend: TestBackend, name: &str) {
+    let _serial = SERIAL.lock().await;
+    let Some(relay) = start(backend, name).await else {
+        return;
+    };
+    let mut writer = relay.ws().await;
+    let filler = "q".repeat(200 * 1024);
+    for i in 0..40 {
+        let event = Keys::generate().sign(1, vec![], &format!("{i} {filler}"), now());
+        assert!(writer.publish(&event).await.0, "event {i} stored");
+    }
+    let keys = Keys::generate();
+    let body = json!([{"kinds": [1], "limit": 500}]).to_string();
+    let mut silent = Vec::new();
+    for _ in 0..4 {
+        let auth = buzz_core::auth::nip98::authorization_header(
+            &keys,
+            "POST",
+            &relay.http().public_url("/query"),
+            Some(body.as_bytes()),
+            now(),
+            Some(&uuid::Uuid::new_v4().simple().to_string()),
+        );
+        let mut stream = tokio::net::TcpStream::connect(relay.addr)
+            .await
+            .expect("connect");
+        let request = format!(
+            "POST /query HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
+             Content-Length: {}\r\nAuthorization: {auth}\r\n\r\n{body}",
+            relay.host(),
+            body.len()
+        );
+        stream.write_all(request.as_bytes()).await.expect("request");
+        silent.push(stream);
+    }
+    let peers: Vec<_> = silent
+        .iter()
+        .map(|s| s.local_addr().expect("client address"))
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(STALL_SECS * 3 + 6);
+    let held = loop {
+        let held: Vec<_> = peers
+            .iter()
+            .filter_map(|peer| relay_side_socket(relay.addr, *peer))
+            .filter(|s| s.is_held())
+            .collect();
+        if held.is_empty() || Instant::now() > deadline {
+            break held;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(
+        held.is_empty(),
+        "the relay still holds unread answers: {held:?}"
+    );
+    drop(silent);
+
+    let (status, answer) = relay
+        .http()
+        .post_signed(&keys, "/query", body.as_bytes())
+        .await;
+    assert_eq!(status, 200);
+    let events = answer.as_array().expect("a JSON array of events");
+    assert_eq!(events.len(), 40, "every page of the answer arrives");
+    let mut reader = relay.ws().await;
+    let over_ws = reader
+        .req("all", vec![json!({"kinds": [1], "limit": 500})])
+        .await
+        .expect("answer");
+    let http_ids: Vec<&str> = events.iter().filter_map(|e| e["id"].as_str()).collect();
+    let ws_ids: Vec<&str> = over_ws.iter().map(|e| e.id.as_str()).collect();
+    assert_eq!(
+        http_ids, ws_ids,
+        "the same events in the same order as over WebSocket"
+    );
     relay.stop().await;
 }

@@ -26,16 +26,33 @@ fn denied(msg: impl Into<String>) -> Reason {
 }
 
 /// Verify the request's NIP-98 header; returns the authenticated pubkey.
-/// Every check runs before the replay guard records the id, so a rejected request
-/// never burns its auth event.
 pub async fn verify(
     req: &HttpRequestFacts<'_>,
     guard: &dyn ReplayGuard,
     now_secs: i64,
 ) -> Result<String, Reason> {
-    let header = req
-        .authorization
-        .ok_or_else(|| denied("NIP-98 Authorization header required"))?;
+    check_header(req.authorization, req.method, &req.url, now_secs)?
+        .finish(req.body, guard)
+        .await
+}
+
+/// An `Authorization` header whose event passed every check that does not need the
+/// body: what the relay knows before it reads (and buffers) a single body byte.
+pub struct SignedRequest {
+    event: Event,
+    post: bool,
+}
+
+/// Check the header of a request for `method` on `url`: shape, kind, id and
+/// signature, time window, `u` and `method`. A request that fails here is refused
+/// before its body is read.
+pub fn check_header(
+    authorization: Option<&str>,
+    method: &str,
+    url: &str,
+    now_secs: i64,
+) -> Result<SignedRequest, Reason> {
+    let header = authorization.ok_or_else(|| denied("NIP-98 Authorization header required"))?;
     let encoded = header
         .strip_prefix("Nostr ")
         .or_else(|| header.strip_prefix("nostr "))
@@ -56,25 +73,39 @@ pub async fn verify(
         .check(&event, now_secs)
         .map_err(|e| denied(e.to_string().trim_start_matches("invalid: ").to_owned()))?;
     match event.tag_value("u") {
-        Some(u) if same_url(u, &req.url) => {}
-        _ => return Err(denied(format!("auth u tag must be {}", req.url))),
+        Some(u) if same_url(u, url) => {}
+        _ => return Err(denied(format!("auth u tag must be {url}"))),
     }
     match event.tag_value("method") {
-        Some(m) if m.eq_ignore_ascii_case(req.method) => {}
-        _ => return Err(denied(format!("auth method tag must be {}", req.method))),
+        Some(m) if m.eq_ignore_ascii_case(method) => {}
+        _ => return Err(denied(format!("auth method tag must be {method}"))),
     }
-    if req.method.eq_ignore_ascii_case("POST") {
-        let expected = hex::encode(Sha256::digest(req.body));
-        match event.tag_value("payload") {
-            Some(p) if p.eq_ignore_ascii_case(&expected) => {}
-            _ => return Err(denied("auth payload tag must be the SHA-256 of the body")),
+    let post = method.eq_ignore_ascii_case("POST");
+    if post && event.tag_value("payload").is_none() {
+        return Err(denied("auth payload tag must be the SHA-256 of the body"));
+    }
+    Ok(SignedRequest { event, post })
+}
+
+impl SignedRequest {
+    /// The rest, once the body is in: a POST's `payload` must be the SHA-256 of `body`,
+    /// and the event must not have been used before. The replay guard runs last, so a
+    /// rejected request never burns its auth event. Returns the signer.
+    pub async fn finish(self, body: &[u8], guard: &dyn ReplayGuard) -> Result<String, Reason> {
+        let event = self.event;
+        if self.post {
+            let expected = hex::encode(Sha256::digest(body));
+            match event.tag_value("payload") {
+                Some(p) if p.eq_ignore_ascii_case(&expected) => {}
+                _ => return Err(denied("auth payload tag must be the SHA-256 of the body")),
+            }
         }
+        let ttl = Duration::from_secs((2 * WINDOW_SECS + 1) as u64);
+        if !guard.first_use(&event.id, ttl).await? {
+            return Err(denied("auth event was already used"));
+        }
+        Ok(event.pubkey)
     }
-    let ttl = Duration::from_secs((2 * WINDOW_SECS + 1) as u64);
-    if !guard.first_use(&event.id, ttl).await? {
-        return Err(denied("auth event was already used"));
-    }
-    Ok(event.pubkey)
 }
 
 /// Build an `Authorization` header value (clients, tests, examples).

@@ -1,13 +1,15 @@
 //! The HTTP bridge: `POST /query` and `POST /events`, both NIP-98 authenticated, both
 //! served by the same query service and ingest pipeline as WebSocket.
 
-use super::state::read_body;
+use super::answer::{self, AnswerBounds};
+use super::socket::SocketHandle;
 use super::{AppState, RequestCtx};
 use crate::error::Reason;
 use crate::event::Event;
 use crate::filter::Filter;
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde_json::{json, Value};
+use std::time::Duration;
 
 /// `POST /query`: body is a JSON array of filters; answers a JSON array of events (or a
 /// plugin's object answer).
@@ -27,10 +29,7 @@ async fn run_query(
     payload: web::Payload,
     state: &AppState,
 ) -> Result<HttpResponse, Reason> {
-    // Resolve the host before reading anything, so unknown hosts get their 404.
-    RequestCtx::resolve(req, state)?;
-    let body = read_body(payload, state.services.settings.limits.max_message_bytes).await?;
-    let ctx = RequestCtx::authenticate(req, state, &body).await?;
+    let (ctx, body) = RequestCtx::receive(req, state, payload, true).await?;
     let value: Value = serde_json::from_slice(&body)
         .map_err(|e| Reason::invalid(format!("body is not JSON: {e}")))?;
     let list = value
@@ -38,14 +37,16 @@ async fn run_query(
         .ok_or_else(|| Reason::invalid("body must be a JSON array of filters"))?;
     let filters = Filter::parse_many(list)?;
     let result = state.query.run(&ctx.conn, filters).await?;
-    Ok(match result.object {
-        Some(object) => HttpResponse::Ok().json(object),
-        None => {
-            let mut events = result.stored.collect().await?;
-            events.extend(result.events);
-            HttpResponse::Ok().json(events)
-        }
-    })
+    if let Some(object) = result.object {
+        return Ok(HttpResponse::Ok().json(object));
+    }
+    let limits = &state.services.settings.limits;
+    let bounds = AnswerBounds {
+        budget: state.outbound.clone(),
+        page_bytes: limits.max_outbound_bytes,
+        stall: Duration::from_secs(limits.outbound_stall_secs),
+    };
+    answer::events(result.stored, result.events, bounds, SocketHandle::of(req)).await
 }
 
 /// `POST /events`: body is one signed event; the answer mirrors a WebSocket `OK`.
@@ -65,9 +66,7 @@ async fn run_event(
     payload: web::Payload,
     state: &AppState,
 ) -> Result<HttpResponse, Reason> {
-    RequestCtx::resolve(req, state)?;
-    let body = read_body(payload, state.services.settings.limits.max_message_bytes).await?;
-    let ctx = RequestCtx::authenticate(req, state, &body).await?;
+    let (ctx, body) = RequestCtx::receive(req, state, payload, true).await?;
     let value: Value = serde_json::from_slice(&body)
         .map_err(|e| Reason::invalid(format!("body is not JSON: {e}")))?;
     let id = value

@@ -3,6 +3,7 @@
 //! plugins declare routes as plain data ([`crate::plugin::Route`]) and `plugin_routes.rs`
 //! mounts them.
 
+mod answer;
 mod bridge;
 mod error;
 mod info;
@@ -17,7 +18,7 @@ mod ws;
 pub(crate) use metrics::start_metrics;
 pub(crate) use server::start;
 pub use server::ServerHandle;
-pub(crate) use state::{AppState, RequestCtx};
+pub(crate) use state::{AppState, Bodies, RequestCtx};
 
 use actix_web::web;
 

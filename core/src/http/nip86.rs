@@ -6,7 +6,6 @@
 //! `Reason` decides (401 bad or missing NIP-98, 403 not an owner, 400 malformed call,
 //! 404 unknown event) and carries the same wire text in `error`.
 
-use super::state::read_body;
 use super::{AppState, RequestCtx};
 use crate::error::Reason;
 use crate::nip86::Call;
@@ -54,10 +53,7 @@ async fn call(
             "POST / is NIP-86 relay management: use Content-Type {CONTENT_TYPE}"
         )));
     }
-    // Resolve the host before reading anything, so unknown hosts get their 404.
-    RequestCtx::resolve(req, state)?;
-    let body = read_body(payload, state.services.settings.limits.max_message_bytes).await?;
-    let ctx = RequestCtx::authenticate(req, state, &body).await?;
+    let (ctx, body) = RequestCtx::receive(req, state, payload, true).await?;
     let caller = ctx.conn.pubkey.as_deref().unwrap_or_default();
     if !ctx.conn.community.owners.iter().any(|o| o == caller) {
         return Err(Reason::Restricted(

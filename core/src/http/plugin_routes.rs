@@ -1,9 +1,8 @@
-//! Mounting plugin routes: resolve the community, read the body under the relay's limit,
-//! verify NIP-98 when the route asks for it, then hand the plugin plain data
+//! Mounting plugin routes: resolve the community, check NIP-98 when the route asks for
+//! it, read the body under the relay's bounds, then hand the plugin plain data
 //! ([`PluginRequest`]) and turn its plain answer into a response.
 
 use super::error::plugin_response;
-use super::state::read_body;
 use super::{AppState, RequestCtx};
 use crate::error::Reason;
 use crate::plugin::{PluginRequest, Route, RouteAuth, RouteMethod};
@@ -53,13 +52,8 @@ async fn request(
     payload: web::Payload,
     state: &AppState,
 ) -> Result<PluginRequest, Reason> {
-    // The host first, so unknown hosts get their 404 before anything is read.
-    let ctx = RequestCtx::resolve(req, state)?;
-    let body = read_body(payload, state.services.settings.limits.max_message_bytes).await?;
-    let ctx = match route.auth {
-        RouteAuth::Public => ctx,
-        RouteAuth::Nip98 => RequestCtx::authenticate(req, state, &body).await?,
-    };
+    let signed = matches!(route.auth, RouteAuth::Nip98);
+    let (ctx, body) = RequestCtx::receive(req, state, payload, signed).await?;
     Ok(PluginRequest {
         ctx: ctx.conn,
         path: req.path().to_owned(),

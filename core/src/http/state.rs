@@ -2,6 +2,7 @@
 
 use crate::auth::nip98;
 use crate::community::{authority, Communities};
+use crate::config::LimitSettings;
 use crate::ctx::{ConnCtx, Transport};
 use crate::error::Reason;
 use crate::ingest::Ingest;
@@ -11,6 +12,8 @@ use crate::replay::ReplayGuard;
 use actix_web::{web, HttpRequest};
 use futures_util::StreamExt;
 use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// Everything request handlers need; one per relay, shared by all workers.
 pub(crate) struct AppState {
@@ -20,6 +23,11 @@ pub(crate) struct AppState {
     pub query: QueryService,
     pub communities: Communities,
     pub replay: Arc<dyn ReplayGuard>,
+    /// The process's bound on request bodies being received.
+    pub bodies: Bodies,
+    /// Bytes queued for clients, all of this process's together: WebSocket queues and
+    /// `POST /query` answers in flight (`limits.max_outbound_bytes_total`).
+    pub outbound: Arc<Semaphore>,
 }
 
 /// The community and caller of one HTTP request.
@@ -67,41 +75,120 @@ impl RequestCtx {
         )
     }
 
-    /// Resolve the community and verify the request's NIP-98 authorization for `body`.
-    pub(crate) async fn authenticate(
+    /// Resolve the community, then receive the request: a NIP-98 route's
+    /// `Authorization` header is checked in everything that does not need the body
+    /// (shape, signature, time, URL, method) *before* any of the body is read, then the
+    /// body is read within the relay's bounds ([`Bodies::read`]), then its hash and the
+    /// replay guard finish the check. Unknown hosts get their 404 before anything else.
+    pub(crate) async fn receive(
         req: &HttpRequest,
         state: &AppState,
-        body: &[u8],
-    ) -> Result<RequestCtx, Reason> {
+        payload: web::Payload,
+        signed: bool,
+    ) -> Result<(RequestCtx, web::Bytes), Reason> {
         let mut ctx = Self::resolve(req, state)?;
-        let facts = nip98::HttpRequestFacts {
-            authorization: req
+        let header = if signed {
+            let authorization = req
                 .headers()
                 .get("authorization")
-                .and_then(|h| h.to_str().ok()),
-            method: req.method().as_str(),
-            url: ctx.expected_url(req, state),
-            body,
+                .and_then(|h| h.to_str().ok());
+            let url = ctx.expected_url(req, state);
+            let now = state.services.clock.now_secs();
+            Some(nip98::check_header(
+                authorization,
+                req.method().as_str(),
+                &url,
+                now,
+            )?)
+        } else {
+            None
         };
-        let now = state.services.clock.now_secs();
-        let pubkey = nip98::verify(&facts, state.replay.as_ref(), now).await?;
-        ctx.conn.pubkey = Some(pubkey);
-        Ok(ctx)
+        let body = state.bodies.read(req, payload).await?;
+        if let Some(header) = header {
+            ctx.conn.pubkey = Some(header.finish(&body, state.replay.as_ref()).await?);
+        }
+        Ok((ctx, body))
     }
 }
 
-/// Read a request body, refusing more than `limit` bytes with 413.
-pub(crate) async fn read_body(
-    mut payload: web::Payload,
-    limit: usize,
-) -> Result<web::Bytes, Reason> {
-    let mut body = web::BytesMut::new();
-    while let Some(chunk) = payload.next().await {
-        let chunk = chunk.map_err(|e| Reason::invalid(format!("reading request body: {e}")))?;
-        if body.len() + chunk.len() > limit {
-            return Err(Reason::TooLarge(format!("body exceeds {limit} bytes")));
+/// What request bodies may hold while they arrive, for the whole process. A body is
+/// buffered whole before it is used (its hash is part of NIP-98), so a client that sends
+/// all but the last byte and goes silent pins what it sent: each body has a deadline,
+/// and all unfinished bodies together share one byte budget, taken before the bytes are.
+pub(crate) struct Bodies {
+    budget: Arc<Semaphore>,
+    total: usize,
+    max_bytes: usize,
+    deadline: Duration,
+}
+
+impl Bodies {
+    pub(crate) fn new(limits: &LimitSettings) -> Bodies {
+        Bodies {
+            budget: Arc::new(Semaphore::new(limits.max_pending_body_bytes)),
+            total: limits.max_pending_body_bytes,
+            max_bytes: limits.max_message_bytes,
+            deadline: Duration::from_secs(limits.body_timeout_secs),
         }
-        body.extend_from_slice(&chunk);
     }
-    Ok(body.freeze())
+
+    /// Read the body of `req`: more than `max_message_bytes` is refused with 413 (by its
+    /// declared length, before reading); no room in the budget is 503 at once; a body
+    /// not complete within `body_timeout_secs` of its headers is 408.
+    pub(crate) async fn read(
+        &self,
+        req: &HttpRequest,
+        mut payload: web::Payload,
+    ) -> Result<web::Bytes, Reason> {
+        let max = self.max_bytes;
+        let too_large = || Reason::TooLarge(format!("body exceeds {max} bytes"));
+        let declared = req
+            .headers()
+            .get("content-length")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<usize>().ok());
+        if declared.is_some_and(|n| n > max) {
+            return Err(too_large());
+        }
+        let mut held = self.reserve(declared.unwrap_or(0))?;
+        let receive = async {
+            let mut body = web::BytesMut::with_capacity(declared.unwrap_or(0));
+            while let Some(chunk) = payload.next().await {
+                let chunk =
+                    chunk.map_err(|e| Reason::invalid(format!("reading request body: {e}")))?;
+                if body.len() + chunk.len() > max {
+                    return Err(too_large());
+                }
+                // A body without a declared length (chunked) takes budget as it grows.
+                let needed = (body.len() + chunk.len()).saturating_sub(held.num_permits());
+                if needed > 0 {
+                    held.merge(self.reserve(needed)?);
+                }
+                body.extend_from_slice(&chunk);
+            }
+            Ok(body.freeze())
+        };
+        match tokio::time::timeout(self.deadline, receive).await {
+            Ok(body) => body,
+            Err(_) => Err(Reason::TooSlow(format!(
+                "request body not received within {} s (body_timeout_secs)",
+                self.deadline.as_secs()
+            ))),
+        }
+    }
+
+    fn reserve(&self, bytes: usize) -> Result<OwnedSemaphorePermit, Reason> {
+        let busy = || {
+            Reason::Unavailable(format!(
+                "busy: request bodies being received hold the relay's {} bytes \
+                 (max_pending_body_bytes); retry shortly",
+                self.total
+            ))
+        };
+        let n = u32::try_from(bytes).map_err(|_| busy())?;
+        self.budget
+            .clone()
+            .try_acquire_many_owned(n)
+            .map_err(|_| busy())
+    }
 }

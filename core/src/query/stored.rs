@@ -37,10 +37,9 @@ impl StoredAnswer {
         self.keys.is_empty()
     }
 
-    /// The next events, about `budget` bytes of them (at least one row); `None` when all
-    /// were read. An event deleted since the query matched is skipped (a page may then
-    /// be empty).
-    pub async fn next_page(&mut self, budget: usize) -> Result<Option<Vec<Event>>, Reason> {
+    /// Where the next page ends for `budget` bytes (at least one row), and about how
+    /// many bytes it is on the wire.
+    fn page_end(&self, budget: usize) -> (usize, usize) {
         let mut end = self.next;
         let mut bytes = 0;
         while end < self.keys.len() && end - self.next < MAX_PAGE_ROWS {
@@ -51,6 +50,20 @@ impl StoredAnswer {
             bytes += size;
             end += 1;
         }
+        (end, bytes)
+    }
+
+    /// About how many bytes the next page for `budget` is (0: nothing left), so a
+    /// caller can reserve room for it before it is read.
+    pub fn next_page_bytes(&self, budget: usize) -> usize {
+        self.page_end(budget).1
+    }
+
+    /// The next events, about `budget` bytes of them (at least one row); `None` when all
+    /// were read. An event deleted since the query matched is skipped (a page may then
+    /// be empty).
+    pub async fn next_page(&mut self, budget: usize) -> Result<Option<Vec<Event>>, Reason> {
+        let (end, _) = self.page_end(budget);
         if end == self.next {
             return Ok(None);
         }
@@ -61,14 +74,5 @@ impl StoredAnswer {
             .read(move |mut conn| load_events(&mut conn, community_id, &seqs))
             .await
             .map(Some)
-    }
-
-    /// Every remaining event at once (`POST /query`, whose body is one JSON array).
-    pub async fn collect(mut self) -> Result<Vec<Event>, Reason> {
-        let mut all = Vec::new();
-        while let Some(page) = self.next_page(usize::MAX).await? {
-            all.extend(page);
-        }
-        Ok(all)
     }
 }

@@ -47,11 +47,9 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 /// the client, the client closing) before the relay aborts it.
 const CLOSE_GRACE: Duration = Duration::from_secs(2);
 
-/// What all WebSocket connections of this process share: live fan-out and the
-/// process-wide outbound byte budget.
+/// What all WebSocket connections of this process share: live fan-out.
 pub(crate) struct WsShared {
     fanout: Arc<Fanout>,
-    outbound_bytes: Arc<Semaphore>,
 }
 
 impl WsShared {
@@ -68,9 +66,6 @@ impl WsShared {
         let before = Box::new(move |e: &StoredEvent| access.changed(e));
         WsShared {
             fanout: Fanout::start(services.bus.as_ref(), to_everyone, before),
-            outbound_bytes: Arc::new(Semaphore::new(
-                services.settings.limits.max_outbound_bytes_total,
-            )),
         }
     }
 }
@@ -107,7 +102,7 @@ pub(super) async fn upgrade(
         let (out, body) = Outbound::new(
             limits.max_outbound_queue,
             limits.max_outbound_bytes,
-            shared.outbound_bytes.clone(),
+            state.outbound.clone(),
             Duration::from_secs(limits.outbound_stall_secs),
             incoming,
         );
