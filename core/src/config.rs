@@ -163,6 +163,8 @@ pub struct LimitSettings {
     pub max_message_bytes: usize,
     pub max_content_bytes: usize,
     pub max_event_tags: usize,
+    /// Values all tags of one event may hold together (tag names included).
+    pub max_tag_values: usize,
     /// Allowed `created_at` distance from relay time, seconds.
     pub max_clock_skew_secs: i64,
     pub max_subscriptions: usize,
@@ -242,6 +244,7 @@ reload_poll_ms = 1000
 max_message_bytes = 524288
 max_content_bytes = 262144
 max_event_tags = 2000
+max_tag_values = 10000
 max_clock_skew_secs = 900
 max_subscriptions = 64
 max_filters = 16

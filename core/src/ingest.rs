@@ -43,6 +43,7 @@ impl Ingest {
         let limits = EventLimits {
             max_content_bytes: l.max_content_bytes,
             max_tags: l.max_event_tags,
+            max_tag_values: l.max_tag_values,
             max_clock_skew_secs: l.max_clock_skew_secs,
         };
         let mut relay_authored = GROUP_STATE.to_vec();

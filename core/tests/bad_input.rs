@@ -183,6 +183,32 @@ async fn content_and_tag_limits_are_enforced(backend: TestBackend, name: &str) {
     let max_tags = keys.sign(1, tags, "2000 tags", now());
     assert_eq!(ws.publish(&max_tags).await, (true, String::new()));
     assert_eq!(relay.stored_rows(keys.pubkey()).await, 2);
+
+    // One tag of 100,000 values is refused by its bound, deterministically (`invalid:`,
+    // never a retryable `error:` from a policy script that ran out of time on it).
+    let mut huge = vec!["t".to_owned()];
+    huge.extend((0..99_999).map(|_| String::new()));
+    let one_huge_tag = keys.sign(1, vec![huge], "one huge tag", now());
+    let (accepted, message) = ws.publish(&one_huge_tag).await;
+    assert!(!accepted);
+    assert!(
+        message.starts_with("invalid:") && message.contains("max_tag_values"),
+        "{message}"
+    );
+    // 2,000 p tags of three values (6,000 with the names) are within it, and the
+    // default policies pass them every time.
+    for round in 0..5 {
+        let tags: Vec<Vec<String>> = (0..2_000)
+            .map(|i| tag(&["p", &format!("{i:064x}"), "wss://relay.example"]))
+            .collect();
+        let mentions = keys.sign(1, tags, &format!("2000 p tags {round}"), now());
+        assert_eq!(
+            ws.publish(&mentions).await,
+            (true, String::new()),
+            "round {round}"
+        );
+    }
+    assert_eq!(relay.stored_rows(keys.pubkey()).await, 7);
     relay.stop().await;
 }
 

@@ -9,6 +9,9 @@ use secp256k1::{schnorr::Signature, XOnlyPublicKey, SECP256K1};
 pub struct EventLimits {
     pub max_content_bytes: usize,
     pub max_tags: usize,
+    /// Values all tags of the event hold together (names included): what a policy
+    /// script's `req.event.tags` and the tag index are built from.
+    pub max_tag_values: usize,
     /// Allowed distance of `created_at` from relay time, in seconds, both directions.
     pub max_clock_skew_secs: i64,
 }
@@ -18,6 +21,7 @@ impl Default for EventLimits {
         EventLimits {
             max_content_bytes: 256 * 1024,
             max_tags: 2_000,
+            max_tag_values: 10_000,
             max_clock_skew_secs: 15 * 60,
         }
     }
@@ -37,7 +41,17 @@ impl EventLimits {
             )));
         }
         if event.tags.len() > self.max_tags {
-            return Err(Reason::invalid(format!("more than {} tags", self.max_tags)));
+            return Err(Reason::invalid(format!(
+                "more than {} tags (max_event_tags)",
+                self.max_tags
+            )));
+        }
+        let values: usize = event.tags.iter().map(Vec::len).sum();
+        if values > self.max_tag_values {
+            return Err(Reason::invalid(format!(
+                "tags hold {values} values; at most {} (max_tag_values)",
+                self.max_tag_values
+            )));
         }
         // An empty tag `[]` is allowed by NIP-01 (it names nothing and indexes nothing),
         // so it is not refused here.

@@ -30,6 +30,7 @@ pub(super) fn document(state: &AppState, ctx: &RequestCtx) -> Value {
             "max_limit": l.max_limit,
             "default_limit": l.max_limit,
             "max_event_tags": l.max_event_tags,
+            "max_tag_values": l.max_tag_values,
             "max_content_length": l.max_content_bytes,
             "created_at_lower_limit": l.max_clock_skew_secs,
             "created_at_upper_limit": l.max_clock_skew_secs,

@@ -243,17 +243,28 @@ end
 -- The `req` of moderate/can_write: the event from positional facts (one host call per
 -- request), the actor, channel (or nil) and community as views the host made with the
 -- functions above. Views are read-only, so the host may hand the same one to many
--- requests.
+-- requests. The event's tags are built the first time a script reads them:
+-- `tags_of()` (valid during this request only) answers their shape and values.
 local function make_write_req(action, now,
     ev_id, ev_pubkey, ev_kind, ev_created_at, ev_content,
-    actor, channel, community, tag_shape, ...)
+    actor, channel, community, tags_of)
+  local event = setmetatable({
+    id = ev_id, pubkey = ev_pubkey, kind = ev_kind, created_at = ev_created_at,
+    content = ev_content,
+  }, {
+    __index = function(fields, key)
+      if key ~= "tags" then
+        return nil
+      end
+      local tags = make_tags(tags_of())
+      rawset(fields, "tags", tags)
+      return tags
+    end,
+  })
   return view({
     action = action,
     now = now,
-    event = view({
-      id = ev_id, pubkey = ev_pubkey, kind = ev_kind, created_at = ev_created_at,
-      content = ev_content, tags = make_tags(tag_shape, ...),
-    }),
+    event = view(event),
     actor = actor,
     channel = channel,
     community = community,

@@ -56,16 +56,12 @@ impl RequestViews {
         self.communities.borrow_mut().clear();
     }
 
-    /// `req` for `moderate` and `can_write`.
-    pub(crate) fn write_req(&self, req: &WriteRequest) -> mlua::Result<Table> {
+    /// `req` for `moderate` and `can_write`. `tags_of` answers the event's tags (see
+    /// [`tags_of`]); the prelude calls it the first time a script reads `req.event.tags`,
+    /// so an event's tags cost nothing to a script that never looks at them — 2,000 `p`
+    /// tags were most of a note's check.
+    pub(crate) fn write_req(&self, req: &WriteRequest, tags_of: &Function) -> mlua::Result<Table> {
         let e = &req.event;
-        let shape = e
-            .tags
-            .iter()
-            .map(|tag| tag.len().to_string())
-            .collect::<Vec<_>>()
-            .join(",");
-        let values: Variadic<&str> = e.tags.iter().flatten().map(String::as_str).collect();
         let channel = req.channel.as_ref().map(|c| self.channel(c)).transpose()?;
         self.make_write_req.call((
             req.action.as_str(),
@@ -78,8 +74,7 @@ impl RequestViews {
             self.actor(&req.actor)?,
             channel,
             self.community(&req.community)?,
-            shape.as_str(),
-            values,
+            tags_of,
         ))
     }
 
@@ -127,6 +122,16 @@ impl RequestViews {
             self.make_community.call((c.host.as_str(), c.open))
         })
     }
+}
+
+/// What the prelude's `tags_of` returns: each tag's length ("2,4"), then every value.
+pub(crate) fn tags_of(tags: &[Vec<String>]) -> (String, Variadic<&str>) {
+    let shape = tags
+        .iter()
+        .map(|tag| tag.len().to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    (shape, tags.iter().flatten().map(String::as_str).collect())
 }
 
 /// The view kept for `facts`, or a new one from `make` (then kept).

@@ -63,21 +63,23 @@ impl Rulebook {
             return Ok(Verdict::Allow);
         }
         self.sandbox.begin(request.now)?;
-        let table = self.sandbox.write_req(request)?;
-        if let Some(moderate) = &self.moderate {
-            let verdict = self
-                .sandbox
-                .call(&self.moderation, "moderate", moderate, &table)?;
-            if !verdict.is_allow() {
-                return Ok(verdict);
+        self.sandbox.with_tags(request, |tags_of| {
+            let table = self.sandbox.write_req(request, tags_of)?;
+            if let Some(moderate) = &self.moderate {
+                let verdict = self
+                    .sandbox
+                    .call(&self.moderation, "moderate", moderate, &table)?;
+                if !verdict.is_allow() {
+                    return Ok(verdict);
+                }
             }
-        }
-        match &self.can_write {
-            Some(can_write) => self
-                .sandbox
-                .call(&self.access, "can_write", can_write, &table),
-            None => Ok(Verdict::Allow),
-        }
+            match &self.can_write {
+                Some(can_write) => self
+                    .sandbox
+                    .call(&self.access, "can_write", can_write, &table),
+                None => Ok(Verdict::Allow),
+            }
+        })
     }
 
     /// `can_read(req)`; a missing entry point allows.

@@ -265,8 +265,30 @@ impl Sandbox {
     /// Builds a request table. mlua runs every allocating API call in protected mode while a
     /// memory limit is set (a Lua `pcall` per field); host-built data is trusted, so the limit
     /// is lifted while building and the result is checked against it afterwards.
-    pub(crate) fn write_req(&self, request: &WriteRequest) -> Result<Table, PolicyError> {
-        self.build_request(|| self.views.write_req(request))
+    pub(crate) fn write_req(
+        &self,
+        request: &WriteRequest,
+        tags_of: &Function,
+    ) -> Result<Table, PolicyError> {
+        self.build_request(|| self.views.write_req(request, tags_of))
+    }
+
+    /// Run `check` with `tags_of`, the function that answers `request`'s tags to the
+    /// prelude. It borrows the request, so it only lives for this check: a script that
+    /// kept `req` and reads its tags in a later call gets an error, not another event's
+    /// tags.
+    pub(crate) fn with_tags<R>(
+        &self,
+        request: &WriteRequest,
+        check: impl FnOnce(&Function) -> Result<R, PolicyError>,
+    ) -> Result<R, PolicyError> {
+        let scoped = self.lua.scope(|scope| {
+            let tags_of = scope.create_function(|_, ()| Ok(req::tags_of(&request.event.tags)))?;
+            Ok(check(&tags_of))
+        });
+        scoped.map_err(|source| PolicyError::Sandbox {
+            source: Box::new(source),
+        })?
     }
 
     pub(crate) fn read_req(&self, request: &ReadRequest) -> Result<Table, PolicyError> {
