@@ -57,9 +57,9 @@ struct Args {
     database_url: Option<String>,
 }
 
+/// The relay child, killed when dropped.
 struct RelayProcess {
     child: Child,
-    addr: SocketAddr,
 }
 
 impl Drop for RelayProcess {
@@ -173,7 +173,7 @@ async fn main() -> anyhow::Result<()> {
         .stderr(Stdio::inherit())
         .spawn()
         .with_context(|| format!("starting {}", args.relay_bin.display()))?;
-    let mut relay = RelayProcess { child, addr };
+    let mut relay = RelayProcess { child };
     let started = Instant::now();
     while tokio::net::TcpStream::connect(addr).await.is_err() {
         if let Some(status) = relay.child.try_wait()? {
