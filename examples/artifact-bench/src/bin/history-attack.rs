@@ -15,7 +15,7 @@
 //! cargo build --release --bin buzz-relay
 //! cargo run --release -p buzz-artifact-bench --bin history-attack -- \
 //!     --relay-bin target/release/buzz-relay [--revisions 1000] [--content-bytes 260000] \
-//!     [--concurrent 12] [--page-limit 16] [--database-url URL]
+//!     [--concurrent 12] [--page-limit 16] [--plain] [--database-url URL]
 //! ```
 
 use anyhow::{bail, Context};
@@ -55,6 +55,10 @@ struct Args {
     /// sqlite://PATH, or a PostgreSQL admin URL (a scratch database is made).
     #[arg(long)]
     database_url: Option<String>,
+    /// Also send the same number of plain NIP-01 filters for the revisions
+    /// (`{"kinds":[45010],"#d":[d]}`, served by core, not by the artifact queries).
+    #[arg(long)]
+    plain: bool,
 }
 
 /// The relay child, killed when dropped.
@@ -359,6 +363,29 @@ async fn main() -> anyhow::Result<()> {
             args.concurrent,
             written.len(),
             took.as_secs_f64(),
+            status_mib(pid, "VmHWM:"),
+            if reset { "" } else { " (VmHWM not reset)" }
+        );
+    }
+    if args.plain {
+        let reset = reset_peak(pid);
+        let before = status_mib(pid, "VmRSS:");
+        let plain = json!({"kinds": [45_010], "#d": [d]});
+        let began = Instant::now();
+        let answers =
+            join_all((0..args.concurrent).map(|_| query(&client, addr, &host, &member, &plain)))
+                .await;
+        let mut statuses: BTreeMap<u16, (usize, usize)> = BTreeMap::new();
+        for answer in answers {
+            let (status, bytes, _) = answer?;
+            let entry = statuses.entry(status).or_insert((0, 0));
+            entry.0 += 1;
+            entry.1 = entry.1.max(bytes);
+        }
+        println!(
+            "  {} concurrent plain kind-45010 #d filters (core's path) in {:.2} s: {statuses:?} (status: count, largest body); relay RSS before {before:.0} MiB, peak {:.0} MiB{}",
+            args.concurrent,
+            began.elapsed().as_secs_f64(),
             status_mib(pid, "VmHWM:"),
             if reset { "" } else { " (VmHWM not reset)" }
         );
