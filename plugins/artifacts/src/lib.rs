@@ -8,7 +8,7 @@
 //! | `accepts_resubmission` | an accepted revision sent again → `OK true` (`duplicate:`), before any check |
 //! | `in_transaction` | the compare-and-swap on the head row (`heads.rs`: a conflict rolls the event back → `conflict:`, HTTP 409), the revision row, the current tags; a move stores the relay-signed kind-45011 removal in the source; a kind-9005 removal of a revision redacts it |
 //! | `check_filter` | a plain filter on kind 45010 with a multi-character tag → `invalid:` pointing to the artifact query |
-//! | `claims_filter` / `answer_claimed` | `{"artifact":"current",…}` and `{"artifact":"history","#d":[…]}` (`query.rs`) |
+//! | `claims_filter` / `answer_claimed` | `{"artifact":"current",…}` and `{"artifact":"history","#d":[…]}` (grammar `query.rs`, SQL `query.rs` / `history.rs`), answered by `answer.rs`: planned from stored sizes, refused over `max_answer_bytes` before any body is read, admitted within the process's `answer_memory_bytes` (`memory.rs`), loaded a chunk at a time |
 //! | `extend_nip11` | `"artifacts"`: the enforced limits (`limits.rs`) |
 //!
 //! Kind 45011 (the removal marker) is reserved: only the relay authors it. Revisions are
@@ -42,10 +42,14 @@
 //! [`Limits`]. Disabled, it claims nothing and advertises nothing: kind 45010 is then an
 //! ordinary stored event, as on a relay without the plugin.
 
+mod answer;
 mod batch;
 mod envelope;
 mod heads;
+mod history;
 mod limits;
+mod memory;
+mod plan;
 mod plugin;
 mod query;
 mod write;
@@ -56,8 +60,8 @@ pub use heads::{head, revision, revisions_of, Head, Revision};
 pub use limits::Limits;
 pub use plugin::Artifacts;
 pub use query::{
-    current_matches, load_revisions, ArtifactQuery, CurrentEntry, CurrentQuery, AFTER_KEY,
-    QUERY_KEY,
+    current_matches, load_revisions, ArtifactQuery, CurrentEntry, CurrentQuery, HistoryQuery,
+    AFTER_KEY, QUERY_KEY,
 };
 
 use buzz_core::error::Reason;
@@ -104,6 +108,11 @@ impl PluginManifest for ArtifactsPlugin {
         Ok(AdminPanel::default()
             .fact("page size", config.max_page_size)
             .fact("query budget (ms)", config.query_budget_ms)
+            .fact("answer bytes", config.max_answer_bytes)
+            .fact(
+                "answer memory per process (bytes)",
+                config.answer_memory_bytes,
+            )
             .table(AdminTable {
                 title: "artifacts".into(),
                 columns: vec![
@@ -127,6 +136,7 @@ impl PluginManifest for ArtifactsPlugin {
     }
 
     fn build(config: Limits, services: &Services) -> anyhow::Result<Arc<dyn Plugin>> {
+        config.check_core(services.settings.limits.max_message_bytes)?;
         Ok(Arc::new(Artifacts::new(config, services)))
     }
 }

@@ -3,7 +3,8 @@
 use crate::envelope::{self, Op};
 use crate::heads;
 use crate::limits::Limits;
-use crate::query::{self, ArtifactQuery, Budget, QUERY_KEY};
+use crate::memory::AnswerMemory;
+use crate::query::QUERY_KEY;
 use crate::{NAME, REMOVAL_KIND, REVISION_KIND};
 use buzz_core::access::AccessService;
 use buzz_core::channels::kinds::{AUTHOR_DELETE, MODERATE_REMOVE};
@@ -13,7 +14,7 @@ use buzz_core::event::{Event, StoredEvent};
 use buzz_core::filter::Filter;
 use buzz_core::keys::Keys;
 use buzz_core::plugin::{Plugin, QueryAnswer, Services, Tx};
-use buzz_core::store::{ChannelScope, Store};
+use buzz_core::store::Store;
 use serde_json::{Map, Value};
 use std::sync::Arc;
 
@@ -24,6 +25,8 @@ pub struct Artifacts {
     /// Signs the kind-45011 removal markers a move leaves in its source channel.
     relay_keys: Keys,
     pub(crate) limits: Limits,
+    /// Bytes this process's artifact answers may hold while being built.
+    pub(crate) memory: AnswerMemory,
 }
 
 impl Artifacts {
@@ -32,6 +35,7 @@ impl Artifacts {
             store: services.store.clone(),
             access: services.access.clone(),
             relay_keys: services.relay_keys.clone(),
+            memory: AnswerMemory::new(limits.answer_memory_bytes),
             limits,
         }
     }
@@ -51,62 +55,6 @@ impl Artifacts {
             "",
             now_secs,
         )
-    }
-
-    async fn answer(&self, ctx: &ConnCtx, filters: Vec<Filter>) -> Result<Vec<Event>, Reason> {
-        let queries = filters
-            .iter()
-            .map(|f| ArtifactQuery::parse(f, &self.limits))
-            .collect::<Result<Vec<_>, Reason>>()?;
-        if !ctx.is_authenticated() {
-            return Err(Reason::AuthRequired(
-                "artifact queries require authentication".into(),
-            ));
-        }
-        let budget = Budget::start(self.limits.query_budget_ms);
-        // Access first: only channels the reader may read take part in matching.
-        let scope = self.access.read_scope(ctx).await?;
-        let channels: Vec<String> = match &scope.channels {
-            ChannelScope::Only(set) => set.iter().cloned().collect(),
-            ChannelScope::All | ChannelScope::None => Vec::new(),
-        };
-        let community = scope.community_id;
-        let max_history = self.limits.max_history_rows;
-        budget.check()?;
-        let events = self
-            .store
-            .read(move |mut conn| {
-                conn.savepoint(|conn| {
-                    budget.arm(conn)?;
-                    let mut out = Vec::new();
-                    for q in &queries {
-                        let ids: Vec<String> = match q {
-                            ArtifactQuery::Current(q) => {
-                                query::current_matches(conn, community, &channels, q)?
-                                    .into_iter()
-                                    .map(|e| e.revision_id)
-                                    .collect()
-                            }
-                            ArtifactQuery::History(ds) => {
-                                query::history_rows(conn, community, &channels, ds, max_history)?
-                                    .into_iter()
-                                    .map(|(_, _, id)| id)
-                                    .collect()
-                            }
-                        };
-                        budget.check()?;
-                        out.extend(query::load_revisions(conn, community, &ids)?);
-                        budget.check()?;
-                    }
-                    Ok::<_, Reason>(out)
-                })
-            })
-            .await
-            // A statement PostgreSQL cancelled at the deadline is the budget running out:
-            // say so (budgetMs), like the checks between statements do.
-            .map_err(|e| budget.check().err().unwrap_or(e))?;
-        budget.check()?;
-        Ok(events)
     }
 }
 

@@ -2,8 +2,8 @@
 //! grammar, and the SQL that answers them with access and matching applied in the
 //! database before the page is cut.
 
-use crate::envelope::is_uuid;
-use crate::heads::{artifact_current_tags, artifact_heads, artifact_revisions};
+use crate::envelope::{is_event_id, is_uuid};
+use crate::heads::{artifact_current_tags, artifact_heads};
 use crate::limits::Limits;
 use buzz_core::error::Reason;
 use buzz_core::event::Event;
@@ -20,7 +20,8 @@ use std::time::Instant;
 
 /// The filter key that makes a filter an artifact query.
 pub const QUERY_KEY: &str = "artifact";
-/// Continuation of a current-state listing: the last `d` of the previous page.
+/// Continuation: of a current-state listing, the last `d` of the previous page; of a
+/// history, the last revision id of the previous page.
 pub const AFTER_KEY: &str = "after";
 
 /// A current-state query: every listed artifact whose current revision has, for each
@@ -35,12 +36,25 @@ pub struct CurrentQuery {
     pub limit: usize,
 }
 
+/// A history query: the readable revisions of some artifacts, grouped by `d` in the
+/// order given, each in acceptance order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HistoryQuery {
+    /// The artifacts, each once, in the order first given.
+    pub ds: Vec<String>,
+    /// A page of at most this many revisions. Absent: every remaining revision, refused
+    /// (never cut) when there are more than `max_history_rows` or they take more than
+    /// `max_answer_bytes`.
+    pub limit: Option<usize>,
+    /// Only revisions after this one (the previous page's last) in that order.
+    pub after: Option<String>,
+}
+
 /// A parsed artifact query.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ArtifactQuery {
     Current(CurrentQuery),
-    /// The readable revisions of these artifacts, each in acceptance order.
-    History(Vec<String>),
+    History(HistoryQuery),
 }
 
 impl ArtifactQuery {
@@ -80,34 +94,63 @@ impl ArtifactQuery {
                 Ok(ArtifactQuery::Current(parse_current(filter, limits)?))
             }
             Some("history") => {
-                if let Some(key) = filter.extensions.keys().find(|k| *k != QUERY_KEY) {
+                if let Some(key) = filter
+                    .extensions
+                    .keys()
+                    .find(|k| *k != QUERY_KEY && *k != AFTER_KEY)
+                {
                     return Err(Reason::invalid(format!(
                         "artifact history queries do not support {key}"
                     )));
                 }
-                if filter.limit.is_some() {
-                    return Err(Reason::invalid(
-                        "artifact history queries do not support limit",
-                    ));
-                }
-                let ds = match (filter.tags.len(), filter.tags.get("d")) {
-                    (1, Some(ds)) if !ds.is_empty() => ds.clone(),
-                    _ => {
-                        return Err(Reason::invalid(
-                            "an artifact history query takes exactly one non-empty #d list",
-                        ))
-                    }
-                };
-                if ds.iter().any(|d| !is_uuid(d)) {
-                    return Err(Reason::invalid("#d values must be artifact UUIDs"));
-                }
-                Ok(ArtifactQuery::History(ds))
+                Ok(ArtifactQuery::History(parse_history(filter, limits)?))
             }
             _ => Err(Reason::invalid(
                 "unsupported artifact query: \"artifact\" must be \"current\" or \"history\"",
             )),
         }
     }
+}
+
+fn parse_history(filter: &Filter, limits: &Limits) -> Result<HistoryQuery, Reason> {
+    let listed = match (filter.tags.len(), filter.tags.get("d")) {
+        (1, Some(ds)) if !ds.is_empty() => ds,
+        _ => {
+            return Err(Reason::invalid(
+                "an artifact history query takes exactly one non-empty #d list",
+            ))
+        }
+    };
+    if listed.iter().any(|d| !is_uuid(d)) {
+        return Err(Reason::invalid("#d values must be artifact UUIDs"));
+    }
+    let mut ds: Vec<String> = Vec::with_capacity(listed.len());
+    for d in listed {
+        if !ds.contains(d) {
+            ds.push(d.clone());
+        }
+    }
+    let limit = match filter.limit {
+        None => None,
+        Some(0) => return Err(Reason::invalid("limit must be at least 1")),
+        Some(n) if n > limits.max_history_rows as u64 => {
+            return Err(Reason::invalid(format!(
+                "limit is above the {} revisions a history query answers (maxHistoryRows)",
+                limits.max_history_rows
+            )))
+        }
+        Some(n) => Some(n as usize),
+    };
+    let after = match filter.extensions.get(AFTER_KEY) {
+        None => None,
+        Some(Value::String(id)) if is_event_id(id) => Some(id.clone()),
+        Some(_) => {
+            return Err(Reason::invalid(
+                "after must be a revision id (64 lowercase hex characters)",
+            ))
+        }
+    };
+    Ok(HistoryQuery { ds, limit, after })
 }
 
 fn parse_current(filter: &Filter, limits: &Limits) -> Result<CurrentQuery, Reason> {
@@ -310,72 +353,16 @@ fn driving_predicate(predicates: &[(String, Vec<String>)]) -> Option<usize> {
     })
 }
 
-fn channel_json(backend: Backend, channels: &[String]) -> Result<Option<String>, Reason> {
+pub(crate) fn channel_json(
+    backend: Backend,
+    channels: &[String],
+) -> Result<Option<String>, Reason> {
     if backend == Backend::Sqlite && channels.len() > INLINE_CHANNELS {
         return serde_json::to_string(channels)
             .map(Some)
             .map_err(|e| Reason::Internal(e.into()));
     }
     Ok(None)
-}
-
-/// The readable (homed in `channels`), unredacted revisions of `ds`: (d, version,
-/// revision id), grouped by `d` in the order given, each in acceptance order. At most
-/// `max_rows`; more is an error, never a cut.
-pub(crate) fn history_rows(
-    conn: &mut Conn<'_>,
-    community_id: i64,
-    channels: &[String],
-    ds: &[String],
-    max_rows: usize,
-) -> Result<Vec<(String, i64, String)>, Reason> {
-    if channels.is_empty() {
-        return Ok(Vec::new());
-    }
-    let json = channel_json(conn.backend(), channels)?;
-    let probe = i64::try_from(max_rows)
-        .unwrap_or(i64::MAX)
-        .saturating_add(1);
-    let mut rows: Vec<(String, i64, String)> = with_conn!(conn, |c| {
-        let mut query = artifact_revisions::table
-            .filter(artifact_revisions::community_id.eq(community_id))
-            .filter(artifact_revisions::d.eq_any(ds.to_vec()))
-            .filter(artifact_revisions::redacted.eq(false))
-            .select((
-                artifact_revisions::d,
-                artifact_revisions::version,
-                artifact_revisions::revision_id,
-            ))
-            .into_boxed();
-        query = match &json {
-            Some(json) => query.filter(
-                sql::<Bool>("artifact_revisions.channel_id IN (SELECT value FROM json_each(")
-                    .bind::<Text, _>(json.clone())
-                    .sql("))"),
-            ),
-            None => query.filter(artifact_revisions::channel_id.eq_any(channels.to_vec())),
-        };
-        query
-            .order((
-                artifact_revisions::d.asc(),
-                artifact_revisions::version.asc(),
-            ))
-            .limit(probe)
-            .load(c)
-    })?;
-    if rows.len() > max_rows {
-        return Err(Reason::invalid(format!(
-            "the history of these artifacts holds more than {max_rows} readable revisions \
-             (maxHistoryRows); ask for fewer #d values"
-        )));
-    }
-    let order: HashMap<&str, usize> = ds
-        .iter()
-        .enumerate()
-        .map(|(i, d)| (d.as_str(), i))
-        .collect();
-    rows.sort_by_key(|(d, version, _)| (order.get(d.as_str()).copied(), *version));
-    Ok(rows)
 }
 
 /// The stored, unremoved events `ids` names, in that order (a removed one is left out:
@@ -416,6 +403,11 @@ impl Budget {
             deadline: Instant::now() + std::time::Duration::from_millis(ms),
             ms,
         }
+    }
+
+    /// What is left of the budget.
+    pub(crate) fn left(&self) -> std::time::Duration {
+        self.deadline.saturating_duration_since(Instant::now())
     }
 
     /// `Err(Unavailable)` once the budget is spent.

@@ -2,6 +2,10 @@
 //! deleting"): everything that depends only on the revision its `prev` names (immutable
 //! once accepted). The transaction then re-checks that `prev` is still current with the
 //! compare-and-swap (`heads::advance`), so a check here can never be outdated there.
+//!
+//! Only a sender who reads the home of the current revision gets the precise refusals
+//! (type, h, op, root, write in a move's source); anyone else gets the conflict a `prev`
+//! that does not exist gets, decided before any comparison (`tests/unreadable_prev.rs`).
 
 use crate::envelope::{Envelope, Op};
 use crate::heads::{self, IDENTITY_TAKEN, NOT_CURRENT};
@@ -41,9 +45,21 @@ impl Artifacts {
             }
             return Ok(());
         }
-        // A prev that is not current and an identity that does not exist get the same
-        // answer: neither tells a sender anything about an artifact it cannot read.
-        let Some(head) = head.filter(|h| env.prev.as_deref() == Some(h.revision_id.as_str()))
+        // Whether the sender reads the artifact's home is decided first, before anything
+        // is compared with it, and whenever the identity exists (current prev or not), so
+        // neither the answer nor the work done differs between a stale prev and a current
+        // one the sender cannot read.
+        let readable = match &head {
+            Some(h) => self.reads(ctx, &h.channel_id).await?,
+            None => false,
+        };
+        // A prev that is not current, an identity that does not exist and a current
+        // revision the sender cannot read get the same answer: none tells a sender
+        // anything about an artifact it cannot read (NIP-AR: errors disclose no
+        // inaccessible artifact details). Only readers get the precise refusals below.
+        let Some(head) = head
+            .filter(|h| env.prev.as_deref() == Some(h.revision_id.as_str()))
+            .filter(|_| readable)
         else {
             return Err(Reason::Conflict(NOT_CURRENT.into()));
         };
@@ -99,6 +115,16 @@ impl Artifacts {
             }
         }
         Ok(())
+    }
+
+    /// May the sender read `channel` (the home of the revision its prev names)? Only that
+    /// one channel is decided.
+    async fn reads(&self, ctx: &ConnCtx, channel: &str) -> Result<bool, Reason> {
+        let scope = self
+            .access
+            .scope_for(ctx, Some(vec![channel.to_owned()]))
+            .await?;
+        Ok(scope.has_channel(channel))
     }
 
     /// `root` must be an existing, undeleted conversation message in `channel`. One text

@@ -221,8 +221,16 @@ async fn limits_are_advertised_and_enforced(backend: TestBackend, name: &str) {
         ),
         (json!({"artifact": "history"}), "exactly one non-empty #d"),
         (
-            json!({"artifact": "history", "#d": [d], "limit": 1}),
-            "do not support limit",
+            json!({"artifact": "history", "#d": [d], "limit": 3}),
+            "maxHistoryRows",
+        ),
+        (
+            json!({"artifact": "history", "#d": [d], "limit": 0}),
+            "at least 1",
+        ),
+        (
+            json!({"artifact": "history", "#d": [d], "after": "not-an-id"}),
+            "after must be a revision id",
         ),
         (json!({"artifact": "history", "#d": [d]}), "maxHistoryRows"),
         (

@@ -20,7 +20,18 @@ pub(crate) async fn relay_with(
     name: &str,
     options: Value,
 ) -> Option<TestRelay> {
+    relay_tuned(backend, name, options, |_| {}).await
+}
+
+/// [`relay_with`], and core settings changed by `core` (say, smaller event limits).
+pub(crate) async fn relay_tuned(
+    backend: TestBackend,
+    name: &str,
+    options: Value,
+    core: impl FnOnce(&mut Settings),
+) -> Option<TestRelay> {
     let tweak = move |s: &mut Settings| {
+        core(s);
         if let (Some(section), Value::Object(options)) = (s.plugins.get_mut(NAME), options) {
             section.options.extend(options);
         }
