@@ -46,9 +46,11 @@ fn error_retry_after(reason: &Reason, retry_after_secs: u64) -> PluginResponse {
         Reason::Restricted(_) | Reason::Blocked(_) => (403, "forbidden"),
         Reason::NotFound(_) => (404, "unavailable"),
         Reason::RateLimited(_) => (429, "rate_limited"),
-        Reason::Unavailable(_) | Reason::Internal(_) | Reason::PolicyFailure(_) => {
-            (503, "temporarily_unavailable")
-        }
+        // A body that did not arrive in time: this API's retryable class.
+        Reason::TooSlow(_)
+        | Reason::Unavailable(_)
+        | Reason::Internal(_)
+        | Reason::PolicyFailure(_) => (503, "temporarily_unavailable"),
         // Another extension's coded refusal: this API's code for its class.
         Reason::Coded { status, .. } if *status >= 500 => (503, "temporarily_unavailable"),
         Reason::Coded { .. } => (400, "invalid_request"),
