@@ -8,7 +8,10 @@
 //    reading (the socket is paused, so the kernel buffers fill and the relay sees a
 //    client that never drains);
 // 3. samples the relay's RSS (from /proc/<pid>/status) every second for --seconds;
-// 4. resumes reading and reports whether the relay had closed each socket, and how.
+// 4. before reading anything, looks up the relay's side of each socket in the kernel
+//    (/proc/net/tcp): the relay must have let go of it (reset or closed and empty) — a
+//    close frame it merely queued would never reach a client that does not read;
+// 5. resumes reading and reports how each socket ended.
 import { finalizeEvent, generateSecretKey } from "nostr-tools/pure";
 import WebSocket from "ws";
 import { commandLine } from "./args.mjs";
@@ -36,6 +39,26 @@ const open = (url) =>
     ws.once("open", () => resolve(ws));
     ws.once("error", reject);
   });
+
+// The relay's end of the connection from local `port` to the relay: "gone", or the
+// kernel's state and send-queue bytes while it still holds the socket.
+const relayPort = Number(new URL(relay).port || 80);
+const hex = (n, w) => n.toString(16).toUpperCase().padStart(w, "0");
+function relaySide(port) {
+  const table = readFileSync("/proc/net/tcp", "utf8").split("\n").slice(1);
+  for (const line of table) {
+    const f = line.trim().split(/\s+/);
+    if (f.length < 5) continue;
+    if (f[1].endsWith(`:${hex(relayPort, 4)}`) && f[2].endsWith(`:${hex(port, 4)}`)) {
+      const state = parseInt(f[3], 16);
+      const txQueue = parseInt(f[4].split(":")[0], 16);
+      // TIME_WAIT (6) and CLOSE (7) with nothing queued hold nothing.
+      if ((state === 6 || state === 7) && txQueue === 0) return "gone";
+      return `state ${hex(state, 2)}, ${txQueue} B queued`;
+    }
+  }
+  return "gone";
+}
 
 async function publish() {
   const ws = await open(relay);
@@ -75,6 +98,7 @@ async function main() {
     const ws = await open(relay);
     const state = { ws, closed: null };
     ws.on("close", (code, reason) => (state.closed = `${code} ${reason}`));
+    ws.on("error", () => {}); // a reset connection ends with "close" 1006 after this
     for (let r = 0; r < reqs; r++) ws.send(JSON.stringify(["REQ", `s${r}`, { kinds: [1], limit: events }]));
     ws._socket.pause(); // never read again
     sockets.push(state);
@@ -87,6 +111,13 @@ async function main() {
     if (s % 5 === 0) console.log(`t=${s}s relay RSS ${now.toFixed(0)} MB (peak ${peak.toFixed(0)})`);
   }
   const end = rssMb();
+  const held = sockets
+    .map((s) => relaySide(s.ws._socket.localPort))
+    .filter((side) => side !== "gone");
+  console.log(
+    `relay-side sockets still held after ${seconds}s (clients read nothing): ` +
+      `${held.length}/${connections}` + (held.length ? ` (${held.slice(0, 3).join("; ")})` : ""),
+  );
   for (const s of sockets) s.ws._socket.resume();
   await new Promise((r) => setTimeout(r, 3000));
   const closed = sockets.filter((s) => s.closed !== null);

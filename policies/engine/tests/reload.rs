@@ -38,10 +38,16 @@ fn broken_reload_keeps_the_last_good_scripts() {
 
     // As is one whose main chunk never ends, or a file that vanished.
     scripts.write_access("while true do end");
-    assert!(matches!(
-        engine.reload(),
-        Err(PolicyError::DeadlineExceeded { .. })
-    ));
+    // Stopped by the instruction budget, or by the load's wall-clock bound first when
+    // an unoptimized build runs on a busy machine: either way, refused.
+    let endless = engine.reload();
+    assert!(
+        matches!(
+            endless,
+            Err(PolicyError::DeadlineExceeded { .. } | PolicyError::TimeLimitExceeded { .. })
+        ),
+        "{endless:?}"
+    );
     std::fs::remove_file(&scripts.access).expect("remove");
     assert!(matches!(engine.reload(), Err(PolicyError::Read { .. })));
     assert_eq!(engine.generation(), 1);

@@ -1,0 +1,287 @@
+// The read path as a chat client drives it, measured from outside: a stock client (ws, with
+// nostr-tools for signing) in its own process, against `buzz-relay` and — when its binary is
+// given — nostr-rs-relay in the same run, each started here on a fresh database.
+//
+//   node read-load.mjs --relay-bin ../../target/release/buzz-relay \
+//       [--peer-bin ~/.cargo/bin/nostr-rs-relay] [--notes 20000] [--requests 4000] \
+//       [--connections 4] [--database-url postgres://postgres@127.0.0.1:5432/<scratch>]
+//
+// 1. signs --notes kind-1 notes (200 authors, 100 `t` topics, created over the last ten
+//    minutes) and publishes the same notes to every relay;
+// 2. for each filter shape — {"kinds":[1],"limit":50}, {"authors":[a],"limit":20},
+//    {"#t":[x],"limit":20}, {"ids":[10 ids]} — runs --single REQs one at a time on one
+//    connection (REQ, wait for EOSE, CLOSE);
+// 3. runs --requests REQs of the four shapes in turn over --connections connections, each
+//    connection one REQ at a time (closed loop);
+// and prints, per relay and run, queries/s, p50/p99 from REQ to EOSE, and the relay's CPU
+// per query (utime + stime from /proc/<pid>/stat), then each buzz figure as a ratio of the
+// peer's.
+import { finalizeEvent, generateSecretKey, getPublicKey } from "nostr-tools/pure";
+import WebSocket from "ws";
+import { commandLine } from "./args.mjs";
+import { spawn } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+const args = commandLine();
+const notes = Number(args.notes ?? 20_000);
+const requests = Number(args.requests ?? 4_000);
+const connections = Number(args.connections ?? 4);
+const single = Number(args.single ?? 500);
+if (!args["relay-bin"]) throw new Error("--relay-bin <buzz-relay> is required");
+
+const TICKS = 100; // USER_HZ: the unit of /proc/<pid>/stat times
+const cpuSeconds = (pid) => {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return (Number(fields[11]) + Number(fields[12])) / TICKS;
+};
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const percentile = (sorted, p) =>
+  sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor((sorted.length * p) / 100))] : NaN;
+
+const freePort = () =>
+  new Promise((resolve) => {
+    const server = createServer();
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+  });
+
+const open = (url) =>
+  new Promise((resolve, reject) => {
+    const ws = new WebSocket(url, { maxPayload: 64 * 1024 * 1024 });
+    ws.once("open", () => resolve(ws));
+    ws.once("error", reject);
+  });
+
+async function waitForRelay(url, child) {
+  for (let i = 0; i < 300; i++) {
+    if (child.exitCode !== null) throw new Error(`${url}: the relay exited (${child.exitCode})`);
+    try {
+      (await open(url)).close();
+      return;
+    } catch {
+      await sleep(100);
+    }
+  }
+  throw new Error(`${url}: the relay did not start`);
+}
+
+// A relay process of ours, on a fresh data directory and a free port.
+async function startBuzz(bin) {
+  const dir = mkdtempSync(join(tmpdir(), "buzz-read-load-"));
+  const port = await freePort();
+  const env = {
+    ...process.env,
+    BUZZ__SERVER__BIND: `127.0.0.1:${port}`,
+    BUZZ__RELAY__DATA_DIR: dir,
+    BUZZ__STORAGE__DATABASE_URL: args["database-url"] ?? `sqlite://${dir}/buzz.db`,
+    BUZZ__METRICS__ENABLED: "false",
+    RUST_LOG: "warn",
+  };
+  const child = spawn(bin, [], { cwd: dir, env, stdio: ["ignore", "ignore", "inherit"] });
+  const url = `ws://127.0.0.1:${port}/`;
+  await waitForRelay(url, child);
+  return { name: "buzz", url, child, dir };
+}
+
+async function startPeer(bin) {
+  const dir = mkdtempSync(join(tmpdir(), "peer-read-load-"));
+  const port = await freePort();
+  writeFileSync(
+    join(dir, "config.toml"),
+    `[info]\nrelay_url = "ws://127.0.0.1:${port}/"\nname = "peer"\n` +
+      `[database]\ndata_directory = "${dir}"\n` +
+      `[network]\naddress = "127.0.0.1"\nport = ${port}\n` +
+      `[limits]\nmax_event_bytes = 524288\n`,
+  );
+  const child = spawn(bin, ["--config", join(dir, "config.toml"), "--db", dir], {
+    cwd: dir,
+    env: { ...process.env, RUST_LOG: "warn" },
+    stdio: ["ignore", "ignore", "inherit"],
+  });
+  const url = `ws://127.0.0.1:${port}/`;
+  await waitForRelay(url, child);
+  return { name: "nostr-rs-relay", url, child, dir };
+}
+
+// The notes every relay gets: the same signed events.
+function makeNotes() {
+  const authors = Array.from({ length: 200 }, () => generateSecretKey());
+  const now = Math.floor(Date.now() / 1000);
+  const events = [];
+  for (let i = 0; i < notes; i++) {
+    events.push(
+      finalizeEvent(
+        {
+          kind: 1,
+          created_at: now - Math.floor((i * 600) / notes),
+          tags: [["t", `topic${i % 100}`]],
+          content: `note ${i}: a chat message of ordinary length, with a few words in it.`,
+        },
+        authors[i % authors.length],
+      ),
+    );
+  }
+  return { events, authors: authors.map((k) => getPublicKey(k)) };
+}
+
+async function publish(url, events) {
+  const ws = await open(url);
+  let next = 0;
+  let answered = 0;
+  let refused = 0;
+  await new Promise((resolve, reject) => {
+    const send = () => {
+      while (next < events.length && next - answered < 64) {
+        ws.send(JSON.stringify(["EVENT", events[next++]]));
+      }
+    };
+    ws.on("message", (data) => {
+      const msg = JSON.parse(data.toString());
+      if (msg[0] !== "OK") return;
+      answered++;
+      if (!msg[2]) refused++;
+      if (answered === events.length) resolve();
+      else send();
+    });
+    ws.once("error", reject);
+    send();
+  });
+  ws.close();
+  if (refused) throw new Error(`${url}: ${refused} notes refused`);
+}
+
+// One connection that runs REQs one at a time and times each to its EOSE.
+async function reader(url) {
+  const ws = await open(url);
+  const waiting = new Map();
+  let events = 0;
+  ws.on("message", (data) => {
+    const text = data.toString();
+    if (text.startsWith('["EVENT"')) {
+      events++;
+      return;
+    }
+    const msg = JSON.parse(text);
+    if ((msg[0] === "EOSE" || msg[0] === "CLOSED") && waiting.has(msg[1])) {
+      waiting.get(msg[1])(msg[0]);
+      waiting.delete(msg[1]);
+    }
+  });
+  let n = 0;
+  return {
+    events: () => events,
+    async req(filter) {
+      const id = `q${n++}`;
+      const started = performance.now();
+      const end = await new Promise((resolve) => {
+        waiting.set(id, resolve);
+        ws.send(JSON.stringify(["REQ", id, filter]));
+      });
+      if (end !== "EOSE") throw new Error(`${url}: REQ ${JSON.stringify(filter)} was CLOSED`);
+      ws.send(JSON.stringify(["CLOSE", id]));
+      return performance.now() - started;
+    },
+    close: () => ws.close(),
+  };
+}
+
+// The four shapes, the i-th instance of each.
+function shapes(data) {
+  const ids = data.events.map((e) => e.id);
+  return {
+    "kinds limit 50": () => ({ kinds: [1], limit: 50 }),
+    "authors limit 20": (i) => ({ authors: [data.authors[i % data.authors.length]], limit: 20 }),
+    "#t limit 20": (i) => ({ "#t": [`topic${i % 100}`], limit: 20 }),
+    "ids x10": (i) => ({ ids: Array.from({ length: 10 }, (_, j) => ids[(i * 37 + j * 1009) % ids.length]) }),
+  };
+}
+
+async function measure(relay, filters, count, conns) {
+  const readers = await Promise.all(Array.from({ length: conns }, () => reader(relay.url)));
+  const latencies = [];
+  const cpuBefore = cpuSeconds(relay.child.pid);
+  const started = performance.now();
+  let next = 0;
+  await Promise.all(
+    readers.map(async (r) => {
+      while (next < count) {
+        const i = next++;
+        latencies.push(await r.req(filters[i % filters.length](i)));
+      }
+    }),
+  );
+  const seconds = (performance.now() - started) / 1000;
+  const cpu = cpuSeconds(relay.child.pid) - cpuBefore;
+  const events = readers.reduce((sum, r) => sum + r.events(), 0);
+  readers.forEach((r) => r.close());
+  latencies.sort((a, b) => a - b);
+  return {
+    qps: count / seconds,
+    p50: percentile(latencies, 50),
+    p99: percentile(latencies, 99),
+    cpuMs: (cpu * 1000) / count,
+    eventsPerQuery: events / count,
+  };
+}
+
+const row = (label, r) =>
+  `${label.padEnd(40)} ${r.qps.toFixed(0).padStart(7)} q/s  p50 ${r.p50.toFixed(2).padStart(7)} ms` +
+  `  p99 ${r.p99.toFixed(2).padStart(7)} ms  CPU ${r.cpuMs.toFixed(3).padStart(7)} ms/query` +
+  `  (${r.eventsPerQuery.toFixed(1)} events)`;
+
+async function main() {
+  const signStarted = performance.now();
+  const data = makeNotes();
+  console.log(`signed ${notes} notes in ${((performance.now() - signStarted) / 1000).toFixed(1)} s`);
+  const relays = [await startBuzz(args["relay-bin"])];
+  if (args["peer-bin"]) relays.push(await startPeer(args["peer-bin"]));
+  const results = {};
+  try {
+    for (const relay of relays) {
+      const t = performance.now();
+      await publish(relay.url, data.events);
+      console.log(`${relay.name}: published in ${((performance.now() - t) / 1000).toFixed(1)} s`);
+    }
+    await sleep(1000);
+    const byShape = shapes(data);
+    for (const relay of relays) {
+      results[relay.name] = {};
+      // Warm-up: caches and prepared statements, not measured.
+      await measure(relay, Object.values(byShape), 200, 1);
+      for (const [label, filter] of Object.entries(byShape)) {
+        const r = await measure(relay, [filter], single, 1);
+        results[relay.name][label] = r;
+        console.log(row(`${relay.name}: ${label}, 1 connection`, r));
+      }
+      const mixed = await measure(relay, Object.values(byShape), requests, connections);
+      results[relay.name].mixed = mixed;
+      console.log(row(`${relay.name}: 4 shapes, ${connections} connections`, mixed));
+    }
+    if (results["nostr-rs-relay"]) {
+      console.log("\nbuzz / nostr-rs-relay (queries/s ratio, CPU per query ratio, p99/p50 of buzz):");
+      for (const label of Object.keys(results.buzz)) {
+        const [b, p] = [results.buzz[label], results["nostr-rs-relay"][label]];
+        console.log(
+          `${label.padEnd(20)} q/s ${(b.qps / p.qps).toFixed(2)}x  CPU ${(b.cpuMs / p.cpuMs).toFixed(2)}x` +
+            `  buzz p99/p50 ${(b.p99 / b.p50).toFixed(2)}`,
+        );
+      }
+    }
+  } finally {
+    for (const relay of relays) {
+      relay.child.kill("SIGTERM");
+      rmSync(relay.dir, { recursive: true, force: true });
+    }
+  }
+}
+
+main().catch((e) => {
+  console.error(`error: ${e.message}`);
+  process.exit(1);
+});
