@@ -459,12 +459,25 @@ impl Connection {
         };
         // Stream core's events a page at a time within the outbound bound, then the
         // plugins' events, then EOSE; the subscription is live from then on.
-        let page_budget = self.state.services.settings.limits.max_outbound_bytes;
+        // Each page's room is taken before it is read, so a client that does not read
+        // holds its pages' bytes within its outbound bound too. A page is a quarter of
+        // that bound, so live events still find room while an answer streams.
+        let page_budget = (self.state.services.settings.limits.max_outbound_bytes / 4).max(1);
         loop {
+            let page_bytes = result.stored.next_page_bytes(page_budget);
+            if page_bytes == 0 {
+                break;
+            }
+            let Some(mut reserved) = self.out.reserve(page_bytes).await else {
+                return self.live.remove(key);
+            };
             match result.stored.next_page(page_budget).await {
                 Ok(Some(page)) => {
-                    if !self.send_events(&sub_id, &page).await {
-                        return self.live.remove(key);
+                    for event in &page {
+                        let text = messages::event(&sub_id, event);
+                        if !self.out.send_reserved(text, &mut reserved).await {
+                            return self.live.remove(key);
+                        }
                     }
                 }
                 Ok(None) => break,

@@ -130,22 +130,74 @@ impl Outbound {
     /// for room: one answer may be larger than the bounds. Waiting longer than the stall
     /// limit makes the client too slow. `false`: stop answering.
     pub(super) async fn send_answer(&self, text: String) -> bool {
-        let n = self.charge(&text);
-        let queue = async {
+        let mut nothing = Reserved::default();
+        self.send_reserved(text, &mut nothing).await
+    }
+
+    /// Room for a page of an answer, taken before the page is read from the store, so
+    /// the events in memory are counted too, not only the queued messages: a client
+    /// that does not read holds at most `max_outbound_bytes` in all. Waits like
+    /// [`Outbound::send_answer`]; `None`: stop answering.
+    pub(super) async fn reserve(&self, bytes: usize) -> Option<Reserved> {
+        let n = u32::try_from(bytes.clamp(1, self.max_bytes)).unwrap_or(u32::MAX);
+        let take = async {
             let conn = self.conn_bytes.clone().acquire_many_owned(n).await.ok()?;
             let relay = self.relay_bytes.clone().acquire_many_owned(n).await.ok()?;
+            Some(Reserved(Some([conn, relay])))
+        };
+        self.within_stall(take).await
+    }
+
+    /// [`Outbound::send_answer`] for a message of a page reserved with
+    /// [`Outbound::reserve`]: its charge comes out of the reservation, and only what the
+    /// page's estimate fell short by is waited for.
+    pub(super) async fn send_reserved(&self, text: String, reserved: &mut Reserved) -> bool {
+        let n = self.charge(&text);
+        let queue = async {
+            let permits = match reserved.take(n) {
+                Some(permits) => permits,
+                None => {
+                    // The estimate fell short: keep what is left and wait for the rest.
+                    let held = reserved.0.take();
+                    let have = held.as_ref().map_or(0, |[c, _]| c.num_permits());
+                    let more = n - u32::try_from(have).unwrap_or(n).min(n);
+                    let mut conn = self
+                        .conn_bytes
+                        .clone()
+                        .acquire_many_owned(more)
+                        .await
+                        .ok()?;
+                    let mut relay = self
+                        .relay_bytes
+                        .clone()
+                        .acquire_many_owned(more)
+                        .await
+                        .ok()?;
+                    if let Some([c, r]) = held {
+                        conn.merge(c);
+                        relay.merge(r);
+                    }
+                    [conn, relay]
+                }
+            };
             let slot = self.queue.reserve().await.ok()?;
             self.flow.pending.fetch_add(1, Ordering::Relaxed);
-            slot.send(Item::Text(text, [conn, relay]));
+            slot.send(Item::Text(text, permits));
             Some(())
         };
-        match tokio::time::timeout(self.stall, queue).await {
-            Ok(Some(())) => true,
-            // The body is gone: the connection is closing anyway.
-            Ok(None) => false,
+        self.within_stall(queue).await.is_some()
+    }
+
+    /// Waiting for room longer than the stall limit makes the client too slow.
+    async fn within_stall<T>(
+        &self,
+        wait: impl std::future::Future<Output = Option<T>>,
+    ) -> Option<T> {
+        match tokio::time::timeout(self.stall, wait).await {
+            Ok(done) => done, // `None`: the body is gone, the connection is closing anyway.
             Err(_) => {
                 self.too_slow.notify_one();
-                false
+                None
             }
         }
     }
@@ -175,6 +227,27 @@ impl Outbound {
     /// How many queued messages the socket has not taken yet.
     pub(super) fn pending(&self) -> usize {
         self.flow.pending.load(Ordering::Relaxed)
+    }
+}
+
+/// Room taken for a page of an answer before it is read (see [`Outbound::reserve`]);
+/// what its messages do not use goes back when it is dropped.
+#[derive(Default)]
+pub(super) struct Reserved(Option<[OwnedSemaphorePermit; 2]>);
+
+impl Reserved {
+    /// `n` bytes of the reservation, if it still holds them.
+    fn take(&mut self, n: u32) -> Option<[OwnedSemaphorePermit; 2]> {
+        let n = usize::try_from(n).ok()?;
+        let [conn, relay] = self.0.as_mut()?;
+        if conn.num_permits() < n {
+            return None;
+        }
+        let taken = [conn.split(n)?, relay.split(n)?];
+        if conn.num_permits() == 0 {
+            self.0 = None;
+        }
+        Some(taken)
     }
 }
 
