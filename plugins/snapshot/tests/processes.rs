@@ -5,17 +5,114 @@
 mod common;
 
 use buzz_artifacts::ArtifactsPlugin;
+use buzz_core::keys::Keys;
 use buzz_core::plugin::PluginEntry;
 use buzz_core::testkit::{OwnRedis, SharedStorage, TestRelay};
 use buzz_snapshot::{Captures, SnapshotPlugin};
 use common::*;
 
 async fn process(test: &str, storage: &SharedStorage) -> TestRelay {
+    process_tuned(test, storage, |_| {}).await
+}
+
+async fn process_tuned(
+    test: &str,
+    storage: &SharedStorage,
+    tweak: impl FnOnce(&mut buzz_core::config::Settings),
+) -> TestRelay {
     let plugins = vec![
         PluginEntry::of::<SnapshotPlugin>(),
         PluginEntry::of::<ArtifactsPlugin>(),
     ];
-    storage.process(test, |_| {}, plugins).await
+    storage.process(test, tweak, plugins).await
+}
+
+/// Two processes on one PostgreSQL (captures in Redis, or in that database): throwaway
+/// keys of one community, starting captures at once on both, hold at most that
+/// community's share; readers of other communities start on either process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn community_shares_hold_across_processes_in_redis() {
+    community_shares_hold_across_processes("processes::shares_in_redis", true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn community_shares_hold_across_processes_in_the_database() {
+    community_shares_hold_across_processes("processes::shares_in_the_database", false).await;
+}
+
+async fn community_shares_hold_across_processes(test: &str, in_redis: bool) {
+    let Some(storage) = SharedStorage::create(test) else {
+        return;
+    };
+    let owner = Keys::generate();
+    let tweak = |s: &mut buzz_core::config::Settings| {
+        add_communities(s, owner.pubkey());
+        if !in_redis {
+            s.storage.redis_url = String::new();
+        }
+    };
+    let a = process_tuned(test, &storage, tweak).await;
+    let b = process_tuned(test, &storage, tweak).await;
+    let mut owner = user_at(&b, CLOSED, owner.clone()).await;
+    let member = Keys::generate();
+    admit(&mut owner, member.pubkey()).await;
+    let other = Keys::generate();
+
+    // Forty starts at once, two per throwaway key, alternating processes (some are
+    // refused by each process's bound on operations at once)...
+    let mut burst = Vec::new();
+    for i in 0..40 {
+        let relay = if i % 2 == 0 { &a } else { &b };
+        let (http, keys) = (relay.http(), Keys::generate());
+        burst.push(tokio::spawn(async move {
+            let body = serde_json::json!([start_filter(tasks())]).to_string();
+            let mut held = 0;
+            for _ in 0..2 {
+                let (status, answer) = http.post_signed(&keys, "/query", body.as_bytes()).await;
+                match status {
+                    200 => held += 1,
+                    503 => assert_eq!(answer["code"], "snapshot_unavailable"),
+                    other => panic!("{other}: {answer}"),
+                }
+            }
+            held
+        }));
+    }
+    let mut held = 0;
+    for task in burst {
+        held += task.await.expect("burst");
+    }
+    // ...then one at a time until the community's share is surely full.
+    let mut refused_in_a_row = 0;
+    for i in 0..64 {
+        if refused_in_a_row == 4 {
+            break;
+        }
+        let relay = if i % 2 == 0 { &a } else { &b };
+        let (status, answer) = ask(relay, &User::new(relay).await, start_filter(tasks())).await;
+        if status == 200 {
+            held += 1;
+            refused_in_a_row = 0;
+        } else {
+            assert_code(&(status, answer), 503, "snapshot_unavailable");
+            refused_in_a_row += 1;
+        }
+    }
+    let listed = Captures::of_relay(&a.settings, a.running().services.store.clone())
+        .await
+        .expect("captures")
+        .list()
+        .await
+        .expect("list");
+    assert_eq!(listed.len(), held, "{listed:?}");
+    println!("one community holds {held} captures over two processes");
+
+    // Readers of the other communities, on either process.
+    let answer = ask_at(&a, OTHER, &other, start_filter(tasks())).await;
+    assert_eq!(answer.0, 200, "other community on A: {}", answer.1);
+    let answer = ask_at(&b, CLOSED, &member, start_filter(tasks())).await;
+    assert_eq!(answer.0, 200, "closed community on B: {}", answer.1);
+    assert!(held < 32, "one community holds every capture of the relay");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -18,6 +18,8 @@ both_backends!(
     channel_changes_reset,
     later_activity_does_not_reset,
     community_removal_forgets_captures,
+    pages_reset_when_a_captured_artifact_moved_or_vanished,
+    pages_do_not_reset_on_later_updates,
 );
 
 /// A relay, its channel owner, a reader, an open channel with one task by the reader.
@@ -273,4 +275,175 @@ async fn community_removal_forgets_captures(backend: TestBackend, name: &str) {
     );
     assert!(captures.list().await.expect("list").is_empty());
     c.resets(&token, "community removed").await;
+}
+
+/// A capture of three tasks, one entry per page, its first page served: the relay, the
+/// channel owner, the reader, the open channel of the tasks, another open channel and a
+/// private one of the owner's (both made before the capture, so they are not news), the
+/// first page's task, its token and the next cursor.
+struct Paged {
+    relay: TestRelay,
+    owner: User,
+    reader: User,
+    open: String,
+    other: String,
+    hidden: String,
+    first: Event,
+    token: String,
+    next: String,
+}
+
+/// `by_owner`: the first page's task is the channel owner's (who may move it where
+/// the reader cannot follow), else the reader's.
+async fn paged(backend: TestBackend, name: &str, by_owner: bool) -> Option<Paged> {
+    let relay = relay_with(backend, name, json!({"page_rows": 1})).await?;
+    let mut owner = User::new(&relay).await;
+    let mut reader = User::new(&relay).await;
+    let open = owner.create_channel(false).await;
+    let other = owner.create_channel(false).await;
+    let hidden = owner.create_channel(true).await;
+    let mut tasks = Vec::new();
+    for i in 0..3 {
+        let author = if by_owner { &mut owner } else { &mut reader };
+        tasks.push(
+            author
+                .put(&Draft::create(&open, &format!("task {i}")))
+                .await,
+        );
+    }
+    let answer = start(&relay, &reader, common::tasks()).await;
+    let listed = entries(&answer);
+    assert_eq!(listed.len(), 1);
+    let first = tasks
+        .into_iter()
+        .find(|t| t.id == listed[0].revision_id)
+        .expect("the first page holds one of the tasks");
+    Some(Paged {
+        token: answer["token"].as_str().expect("token").to_owned(),
+        next: answer["nextToken"].as_str().expect("cursor").to_owned(),
+        relay,
+        owner,
+        reader,
+        open,
+        other,
+        hidden,
+        first,
+    })
+}
+
+impl Paged {
+    /// What the next page answers, asked twice (the same both times): the artifact that
+    /// changed is on the already served first page, not on the page asked for.
+    async fn next_page(&self) -> (u16, serde_json::Value) {
+        let answer = page(&self.relay, &self.reader, &self.token, &self.next).await;
+        let again = page(&self.relay, &self.reader, &self.token, &self.next).await;
+        assert_eq!(again, answer, "a repeated cursor answers the same");
+        answer
+    }
+}
+
+async fn pages_reset_when_a_captured_artifact_moved_or_vanished(backend: TestBackend, name: &str) {
+    // Each cause on a fresh capture; the next page's answer to each.
+    let mut answers = Vec::new();
+
+    // Moved to another channel the reader can read.
+    let Some(mut p) = paged(backend, name, false).await else {
+        return;
+    };
+    let other = p.other.clone();
+    p.reader.put(&moved(&p.first, &other)).await;
+    answers.push(("move", p.next_page().await));
+    // A body read checks only the requested channels and revisions (NIP-AR): both are
+    // intact after a move, so the captured revision is still served, exactly.
+    let (status, body) = bodies(
+        &p.relay,
+        &p.reader,
+        &p.token,
+        std::slice::from_ref(&p.first.id),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["events"][0]["id"], p.first.id.as_str());
+
+    // Moved out of the captured scope: into a channel the reader cannot read.
+    let Some(mut p) = paged(backend, name, true).await else {
+        return;
+    };
+    let hidden = p.hidden.clone();
+    p.owner.put(&moved(&p.first, &hidden)).await;
+    answers.push(("move out of scope", p.next_page().await));
+
+    // Moved away and back: home is the captured channel again.
+    let Some(mut p) = paged(backend, name, false).await else {
+        return;
+    };
+    let other = p.other.clone();
+    let away = p.reader.put(&moved(&p.first, &other)).await;
+    let open = p.open.clone();
+    p.reader.put(&moved(&away, &open)).await;
+    answers.push(("move + move back", p.next_page().await));
+
+    // Deleted.
+    let Some(mut p) = paged(backend, name, false).await else {
+        return;
+    };
+    p.reader.put(&Draft::after(&p.first, "delete")).await;
+    answers.push(("delete", p.next_page().await));
+
+    // Deleted, then restored.
+    let Some(mut p) = paged(backend, name, false).await else {
+        return;
+    };
+    let gone = p.reader.put(&Draft::after(&p.first, "delete")).await;
+    p.reader.put(&Draft::after(&gone, "restore")).await;
+    answers.push(("delete + restore", p.next_page().await));
+
+    // The captured revision removed by a moderator.
+    let Some(mut p) = paged(backend, name, false).await else {
+        return;
+    };
+    let removal = p.owner.keys.sign(
+        9005,
+        vec![tag(&["h", &p.open]), tag(&["e", &p.first.id])],
+        "",
+        now(),
+    );
+    p.owner.publish(removal).await;
+    answers.push(("captured revision redacted", p.next_page().await));
+
+    let reset = json!({"error": "snapshot_reset", "code": "snapshot_reset"});
+    let wrong: Vec<String> = answers
+        .iter()
+        .filter(|(_, (status, body))| *status != 409 || *body != reset)
+        .map(|(what, (status, _))| format!("{what}: {status}"))
+        .collect();
+    assert!(wrong.is_empty(), "pages that did not reset: {wrong:?}");
+}
+
+async fn pages_do_not_reset_on_later_updates(backend: TestBackend, name: &str) {
+    let Some(mut p) = paged(backend, name, false).await else {
+        return;
+    };
+    // An ordinary update of the served page's task, a new task, chat.
+    p.reader.put(&Draft::after(&p.first, "update")).await;
+    let open = p.open.clone();
+    p.reader.put(&Draft::create(&open, "new")).await;
+    p.reader.post(&open, "hello").await;
+    let mut cursor = p.next.clone();
+    let mut seen = vec![p.first.id.clone()];
+    loop {
+        let answer = page(&p.relay, &p.reader, &p.token, &cursor).await;
+        assert_eq!(answer.0, 200, "{}", answer.1);
+        let again = page(&p.relay, &p.reader, &p.token, &cursor).await;
+        assert_eq!(again, answer, "a repeated cursor answers the same page");
+        seen.extend(entries(&answer.1).into_iter().map(|e| e.revision_id));
+        match answer.1["nextToken"].as_str() {
+            Some(next) => cursor = next.to_owned(),
+            None => break,
+        }
+    }
+    assert_eq!(seen.len(), 3, "the captured entries, not the new task");
+    let done = complete(&p.relay, &p.reader, &p.token).await;
+    assert_eq!(done.0, 200, "{}", done.1);
+    assert_eq!(done.1["complete"], true);
 }

@@ -11,10 +11,11 @@ mod artifacts;
 pub(crate) use artifacts::{uuid, Draft, User, TASK};
 
 use buzz_artifacts::ArtifactsPlugin;
-use buzz_core::config::Settings;
+use buzz_core::config::{CommunitySettings, Settings};
 use buzz_core::event::{verify_signature, Event};
+use buzz_core::keys::Keys;
 use buzz_core::plugin::PluginEntry;
-use buzz_core::testkit::{redis_url, TestBackend, TestRelay};
+use buzz_core::testkit::{now, redis_url, tag, TestBackend, TestRelay, WsClient};
 use buzz_snapshot::{SnapshotPlugin, NAME};
 use serde_json::{json, Value};
 
@@ -25,14 +26,23 @@ pub(crate) async fn relay_with(
     name: &str,
     options: Value,
 ) -> Option<TestRelay> {
+    relay_tuned(backend, name, options, |_| {}).await
+}
+
+/// [`relay_with`], and core settings changed by `core` (say, more communities).
+pub(crate) async fn relay_tuned(
+    backend: TestBackend,
+    name: &str,
+    options: Value,
+    core: impl FnOnce(&mut Settings),
+) -> Option<TestRelay> {
     let redis = match backend {
         TestBackend::Postgres => Some(redis_url(name)?),
         TestBackend::Sqlite => None,
     };
     let tweak = move |s: &mut Settings| {
-        if let (Some(section), Value::Object(options)) = (s.plugins.get_mut(NAME), options) {
-            section.options.extend(options);
-        }
+        core(s);
+        with_options(s, options);
         if let Some(url) = redis {
             s.storage.redis_url = url;
             s.storage.redis_prefix = format!("buzz-test-{}", uuid::Uuid::new_v4().simple());
@@ -52,6 +62,75 @@ pub(crate) async fn relay_with(
 
 pub(crate) async fn relay(backend: TestBackend, name: &str) -> Option<TestRelay> {
     relay_with(backend, name, json!({})).await
+}
+
+/// Merge these `[plugins.snapshot]` options into `settings`.
+pub(crate) fn with_options(settings: &mut Settings, options: Value) {
+    if let (Some(section), Value::Object(options)) = (settings.plugins.get_mut(NAME), options) {
+        section.options.extend(options);
+    }
+}
+
+/// Host of an open community [`add_communities`] configures beside the default one.
+pub(crate) const OTHER: &str = "other.test";
+/// Host of a members-only community [`add_communities`] configures.
+pub(crate) const CLOSED: &str = "closed.test";
+
+/// Two more communities beside the default (`localhost`, open): [`OTHER`] (open) and
+/// [`CLOSED`] (members only, owned by `closed_owner`, who admits members with 9040).
+pub(crate) fn add_communities(settings: &mut Settings, closed_owner: &str) {
+    for (host, open, owners) in [
+        (OTHER, true, Vec::new()),
+        (CLOSED, false, vec![closed_owner.to_owned()]),
+    ] {
+        settings.communities.push(CommunitySettings {
+            host: host.into(),
+            name: host.into(),
+            owners,
+            open,
+            policies: Default::default(),
+        });
+    }
+}
+
+/// `host` with the relay's port: the `Host` header of a community.
+pub(crate) fn host_of(relay: &TestRelay, host: &str) -> String {
+    format!("{host}:{}", relay.addr.port())
+}
+
+/// A user authenticated on its own WebSocket to the community at `host`.
+pub(crate) async fn user_at(relay: &TestRelay, host: &str, keys: Keys) -> User {
+    let mut ws = WsClient::connect(relay.addr, &host_of(relay, host))
+        .await
+        .expect("websocket connects");
+    assert_eq!(
+        ws.auth(&keys).await,
+        (true, String::new()),
+        "AUTH at {host}"
+    );
+    User { keys, ws }
+}
+
+/// `POST /query` with one snapshot filter, signed by `keys`, in the community at `host`.
+pub(crate) async fn ask_at(
+    relay: &TestRelay,
+    host: &str,
+    keys: &Keys,
+    filter: Value,
+) -> (u16, Value) {
+    let body = json!([filter]).to_string();
+    relay
+        .http()
+        .with_host(&host_of(relay, host))
+        .post_signed(keys, "/query", body.as_bytes())
+        .await
+}
+
+/// Admit `member` to a members-only community (`owner` is one of its owners).
+pub(crate) async fn admit(owner: &mut User, member: &str) {
+    owner
+        .publish(owner.keys.sign(9040, vec![tag(&["p", member])], "", now()))
+        .await;
 }
 
 /// `POST /query` with one snapshot filter: status and body.
