@@ -79,6 +79,9 @@ impl PluginManifest for SnapshotPlugin {
         Ok(AdminPanel::default()
             .fact("shared captures", config.max_captures)
             .fact("shared bytes", config.max_charged_bytes)
+            .fact("captures per community", config.captures_per_community)
+            .fact("bytes per community", config.charged_bytes_per_community)
+            .fact("captures per reader", config.captures_per_reader)
             .fact("lifetime (s)", config.lifetime_seconds)
             .table(AdminTable {
                 title: "captures in the database".into(),

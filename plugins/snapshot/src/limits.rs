@@ -1,6 +1,12 @@
 //! `[plugins.snapshot]`: the transport's limits. The defaults are NIP-AR's table for
 //! version 1 (advertised in NIP-11 under `artifacts.snapshot`) and its fixed bounds; an
 //! operator may only tighten them.
+//!
+//! The shared limits (captures and charged bytes) are partitioned: one community holds
+//! at most its share of them, counted against the community a capture was started in,
+//! so no community's readers — throwaway keys included — can take what another
+//! community needs. Every bound holds on its own: a reader's, its community's and the
+//! relay's.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -30,6 +36,12 @@ pub struct Limits {
     pub max_captures: usize,
     /// Bytes of manifests charged at once, shared by every process.
     pub max_charged_bytes: usize,
+    /// Captures (and registration leases) one community holds at once: its share of
+    /// `max_captures`.
+    pub captures_per_community: usize,
+    /// Bytes of manifests one community is charged at once: its share of
+    /// `max_charged_bytes`.
+    pub charged_bytes_per_community: usize,
     /// Captures one reader holds at once in one community.
     pub captures_per_reader: usize,
     /// Snapshot operations one process runs at once.
@@ -54,6 +66,12 @@ impl Default for Limits {
             max_manifest_bytes: 16 * 1024 * 1024,
             max_captures: 32,
             max_charged_bytes: 64 * 1024 * 1024,
+            // A quarter of the slots: it takes four communities at their share to fill
+            // the relay, and a community's readers at most four at their two each.
+            captures_per_community: 8,
+            // Half the bytes: a maxRows capture of ordinary ids (charged 16.65 MiB) must
+            // fit a community's share, and a quarter would not hold one.
+            charged_bytes_per_community: 32 * 1024 * 1024,
             captures_per_reader: 2,
             concurrent_operations: 4,
             statement_ms: 2_000,
@@ -85,6 +103,16 @@ impl Limits {
             (
                 "max_charged_bytes",
                 self.max_charged_bytes,
+                spec.max_charged_bytes,
+            ),
+            (
+                "captures_per_community",
+                self.captures_per_community,
+                spec.max_captures,
+            ),
+            (
+                "charged_bytes_per_community",
+                self.charged_bytes_per_community,
                 spec.max_charged_bytes,
             ),
             (
@@ -137,5 +165,45 @@ impl Limits {
             "lifetimeSeconds": self.lifetime_seconds,
             "permanentChannelsOnly": true,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_no_community_holds_the_relay() {
+        let limits = Limits::default();
+        limits.validate().expect("the defaults are valid");
+        assert!(limits.captures_per_community < limits.max_captures);
+        assert!(limits.charged_bytes_per_community < limits.max_charged_bytes);
+        assert!(limits.captures_per_reader <= limits.captures_per_community);
+    }
+
+    #[test]
+    fn community_shares_are_bounded() {
+        for (key, value) in [
+            ("captures_per_community", 0),
+            ("captures_per_community", 33),
+            ("charged_bytes_per_community", 0),
+            ("charged_bytes_per_community", 64 * 1024 * 1024 + 1),
+        ] {
+            let mut limits = Limits::default();
+            match key {
+                "captures_per_community" => limits.captures_per_community = value,
+                _ => limits.charged_bytes_per_community = value,
+            }
+            let err = limits.validate().expect_err(key).to_string();
+            assert!(err.starts_with(key), "{err}");
+        }
+        // Each bound holds on its own: a share above a lowered relay-wide limit is
+        // simply not the one that binds.
+        let lowered = Limits {
+            max_captures: 3,
+            max_charged_bytes: 1024 * 1024,
+            ..Limits::default()
+        };
+        lowered.validate().expect("valid");
     }
 }

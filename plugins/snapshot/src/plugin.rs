@@ -98,6 +98,14 @@ fn refused(refusal: Refusal, limits: &Limits) -> Reason {
             "all {} shared snapshot captures are in use; retry later",
             limits.max_captures
         ),
+        Refusal::Community => format!(
+            "this community holds its share of {} snapshot captures; retry later",
+            limits.captures_per_community
+        ),
+        Refusal::CommunityBytes => format!(
+            "this community's share of snapshot storage ({} bytes) is full; retry later",
+            limits.charged_bytes_per_community
+        ),
         Refusal::Reader => format!(
             "you hold {} captures in this community already; let one expire",
             limits.captures_per_reader
@@ -114,8 +122,10 @@ impl Snapshot {
     fn quota(&self) -> Quota {
         Quota {
             max_captures: self.limits.max_captures,
+            per_community: self.limits.captures_per_community,
             per_reader: self.limits.captures_per_reader,
             max_charged_bytes: self.limits.max_charged_bytes,
+            community_bytes: self.limits.charged_bytes_per_community,
         }
     }
 
@@ -179,6 +189,13 @@ impl Snapshot {
         query: CaptureQuery,
         deadline: Deadline,
     ) -> Result<Value, Reason> {
+        // Admission before any slot is counted: a start by someone who may not capture
+        // in this community (not a member of a closed one, banned) holds no slot of its
+        // share, not even for the moment its access is checked — else a flood of such
+        // starts would keep a closed community's members out. The capture itself
+        // decides access again, in its own transaction.
+        self.authority_now(ctx, reader).await?;
+        deadline.check()?;
         let id = Uuid::new_v4();
         let lease = Lease {
             id: id.to_string(),

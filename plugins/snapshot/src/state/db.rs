@@ -5,7 +5,7 @@
 //! advisory lock serialises them across relay processes sharing the database.
 
 use super::redis::info;
-use super::{CaptureInfo, CaptureStore, Lease, Quota, Refusal, SWEEP_STEP};
+use super::{bytes_for, slot_for, CaptureInfo, CaptureStore, Lease, Quota, Refusal, SWEEP_STEP};
 use crate::manifest::{names, Header, Manifest};
 use buzz_core::error::Reason;
 use buzz_core::store::{Conn, Store};
@@ -111,15 +111,8 @@ impl CaptureStore for DbCaptures {
                     .filter(snapshot_captures::until_ms.gt(now_ms))
                     .select((snapshot_captures::community_id, snapshot_captures::reader))
                     .load(c))?;
-                if active.len() >= quota.max_captures {
-                    return Ok(Err(Refusal::Capacity));
-                }
-                let mine = active
-                    .iter()
-                    .filter(|(c, r)| *c == lease.community && *r == lease.reader)
-                    .count();
-                if mine >= quota.per_reader {
-                    return Ok(Err(Refusal::Reader));
+                if let Err(refusal) = slot_for(&lease, &active, quota) {
+                    return Ok(Err(refusal));
                 }
                 with_conn!(conn, |c| diesel::insert_into(snapshot_captures::table)
                     .values((
@@ -161,19 +154,23 @@ impl CaptureStore for DbCaptures {
                     drop_capture(conn, &h.id)?;
                     return Ok(Err(Refusal::Lapsed));
                 }
-                let used: Vec<i64> = with_conn!(conn, |c| snapshot_captures::table
+                let charged: Vec<(i64, i64)> = with_conn!(conn, |c| snapshot_captures::table
                     .filter(snapshot_captures::state.eq(READY))
                     .filter(snapshot_captures::until_ms.gt(now_ms))
-                    .select(snapshot_captures::bytes)
+                    .select((snapshot_captures::community_id, snapshot_captures::bytes))
                     .load(c))?;
-                let used: i64 = used.iter().sum();
-                let bytes = i64::try_from(h.bytes).unwrap_or(i64::MAX);
-                if used.saturating_add(bytes)
-                    > i64::try_from(quota.max_charged_bytes).unwrap_or(i64::MAX)
-                {
+                let as_u64 = |b: i64| u64::try_from(b).unwrap_or(0);
+                let relay_used: u64 = charged.iter().map(|(_, b)| as_u64(*b)).sum();
+                let community_used: u64 = charged
+                    .iter()
+                    .filter(|(c, _)| *c == h.community)
+                    .map(|(_, b)| as_u64(*b))
+                    .sum();
+                if let Err(refusal) = bytes_for(h.bytes, community_used, relay_used, quota) {
                     drop_capture(conn, &h.id)?;
-                    return Ok(Err(Refusal::Bytes));
+                    return Ok(Err(refusal));
                 }
+                let bytes = i64::try_from(h.bytes).unwrap_or(i64::MAX);
                 let served = names::served(0);
                 let rows: Vec<_> = manifest
                     .records

@@ -65,25 +65,31 @@ local function sweep(now, step)
 end
 "#;
 
-/// ARGV: id, community, reader, until, now, max captures, per reader, sweep step.
+/// ARGV: id, community, reader, until, now, max captures, per reader, sweep step, per
+/// community. The reader's bound is named first, then its community's, then the relay's.
 const RESERVE: &str = r#"
 local now = tonumber(ARGV[5])
 sweep(now, tonumber(ARGV[8]))
 local community, reader = tonumber(ARGV[2]), ARGV[3]
-local active, mine = 0, 0
+local active, ours, mine = 0, 0, 0
 for _, t in ipairs({q.c, q.l}) do
   for _, x in pairs(t) do
     if x[3] > now then
       active = active + 1
-      if x[1] == community and x[2] == reader then mine = mine + 1 end
+      if x[1] == community then
+        ours = ours + 1
+        if x[2] == reader then mine = mine + 1 end
+      end
     end
   end
 end
 local answer = 'ok'
-if active >= tonumber(ARGV[6]) then
-  answer = 'capacity'
-elseif mine >= tonumber(ARGV[7]) then
+if mine >= tonumber(ARGV[7]) then
   answer = 'reader'
+elseif ours >= tonumber(ARGV[9]) then
+  answer = 'community'
+elseif active >= tonumber(ARGV[6]) then
+  answer = 'capacity'
 else
   q.l[ARGV[1]] = {community, reader, tonumber(ARGV[4])}
 end
@@ -91,8 +97,8 @@ save()
 return answer
 "#;
 
-/// ARGV: id, now, expires, bytes, pages, max bytes, community, reader, then
-/// field/value pairs.
+/// ARGV: id, now, expires, bytes, pages, max bytes, community, reader, community
+/// bytes, then field/value pairs.
 const REGISTER: &str = r#"
 local id, now = ARGV[1], tonumber(ARGV[2])
 local lease = q.l[id]
@@ -101,20 +107,30 @@ if not lease or lease[3] <= now then
   save()
   return 'lapsed'
 end
-local used = 0
+local community, bytes = tonumber(ARGV[7]), tonumber(ARGV[4])
+local used, ours = 0, 0
 for _, c in pairs(q.c) do
-  if c[3] > now then used = used + c[4] end
+  if c[3] > now then
+    used = used + c[4]
+    if c[1] == community then ours = ours + c[4] end
+  end
 end
-if used + tonumber(ARGV[4]) > tonumber(ARGV[6]) then
+local refusal = nil
+if ours + bytes > tonumber(ARGV[9]) then
+  refusal = 'community_bytes'
+elseif used + bytes > tonumber(ARGV[6]) then
+  refusal = 'bytes'
+end
+if refusal then
   q.l[id] = nil
   save()
-  return 'bytes'
+  return refusal
 end
-for i = 9, #ARGV, 1000 do
+for i = 10, #ARGV, 1000 do
   redis.call('HSET', key, unpack(ARGV, i, math.min(i + 999, #ARGV)))
 end
 q.l[id] = nil
-q.c[id] = {tonumber(ARGV[7]), ARGV[8], tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])}
+q.c[id] = {community, ARGV[8], tonumber(ARGV[3]), bytes, tonumber(ARGV[5])}
 save()
 return 'ok'
 "#;
@@ -199,8 +215,10 @@ fn refusal(answer: &str) -> Result<Result<(), Refusal>, Reason> {
     Ok(match answer {
         "ok" => Ok(()),
         "capacity" => Err(Refusal::Capacity),
+        "community" => Err(Refusal::Community),
         "reader" => Err(Refusal::Reader),
         "bytes" => Err(Refusal::Bytes),
+        "community_bytes" => Err(Refusal::CommunityBytes),
         "lapsed" => Err(Refusal::Lapsed),
         other => {
             return Err(Reason::Internal(anyhow::anyhow!(
@@ -226,7 +244,8 @@ impl CaptureStore for RedisCaptures {
             .arg(now_ms)
             .arg(quota.max_captures)
             .arg(quota.per_reader)
-            .arg(SWEEP_STEP);
+            .arg(SWEEP_STEP)
+            .arg(quota.per_community);
         let answer: String = self.run("reserving a snapshot capture", &cmd).await?;
         refusal(&answer)
     }
@@ -246,7 +265,8 @@ impl CaptureStore for RedisCaptures {
             .arg(h.pages)
             .arg(quota.max_charged_bytes)
             .arg(h.community)
-            .arg(&h.reader);
+            .arg(&h.reader)
+            .arg(quota.community_bytes);
         for (name, value) in &manifest.records {
             cmd.arg(format!("{}|{name}", h.id)).arg(value);
         }
