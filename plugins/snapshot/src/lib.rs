@@ -14,8 +14,10 @@
 //! Where things are: `request.rs` (strict parsing), `token.rs` (opaque, reader-bound
 //! tokens and cursors), `manifest.rs` (pages and records), `state/` (captures in Redis or
 //! the database, quota, leases), `scope.rs` (the frozen scope and its recheck),
-//! `verify.rs` (completion's recheck of every identity), `plugin.rs` (the actions and
-//! their bounds), `error.rs` (the spec's codes), `limits.rs` (`[plugins.snapshot]`).
+//! `verify.rs` (the recheck of every captured identity), `recheck.rs` (what pages and
+//! completion both validate: the full frozen scope, in one transaction), `plugin.rs`
+//! (the actions and their bounds), `error.rs` (the spec's codes), `limits.rs`
+//! (`[plugins.snapshot]`).
 //!
 //! Artifact state is read only through the artifacts plugin's public API; scope is
 //! decided by the access service from the database in the request's own transaction
@@ -26,6 +28,7 @@ mod error;
 mod limits;
 mod manifest;
 mod plugin;
+mod recheck;
 mod request;
 mod scope;
 mod state;

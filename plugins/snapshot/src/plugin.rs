@@ -6,10 +6,9 @@ use crate::error::{self, contract};
 use crate::limits::{Limits, PAGE_ENVELOPE_BYTES};
 use crate::manifest::{self, names, Captured, Entry, Header};
 use crate::request::{Action, CaptureQuery, SNAPSHOT};
-use crate::scope::{self, Frozen};
+use crate::scope;
 use crate::state::{CaptureStore, Lease, Quota, Refusal};
 use crate::token::Tokens;
-use crate::verify;
 use buzz_artifacts::{count_listed, current_matches, load_revisions, revisions_by_id, QUERY_KEY};
 use buzz_core::access::{AccessService, Authority};
 use buzz_core::clock::Clock;
@@ -21,7 +20,7 @@ use buzz_core::plugin::{Plugin, QueryAnswer};
 use buzz_core::store::{Conn, Store};
 use diesel::RunQueryDsl;
 use serde_json::{json, Map, Value};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
@@ -42,13 +41,13 @@ pub struct Snapshot {
 
 /// One operation's elapsed-time bound, checked between steps.
 #[derive(Clone, Copy)]
-struct Deadline {
+pub(crate) struct Deadline {
     at: Instant,
     ms: u64,
 }
 
 impl Deadline {
-    fn check(self) -> Result<(), Reason> {
+    pub(crate) fn check(self) -> Result<(), Reason> {
         if Instant::now() >= self.at {
             return Err(error::unavailable(format!(
                 "the snapshot operation exceeded its {} ms limit; retry later",
@@ -71,7 +70,7 @@ fn bound_statements(conn: &mut Conn<'_>, ms: u64) -> Result<(), Reason> {
 /// The reader's authority decided in this transaction, its statements bounded, and
 /// refused when the reader may not capture at all (banned, not a member): what every
 /// step that reads captured state starts with.
-fn admitted(
+pub(crate) fn admitted(
     conn: &mut Conn<'_>,
     access: &AccessService,
     community: &buzz_core::community::Community,
@@ -87,7 +86,7 @@ fn admitted(
     Ok(authority)
 }
 
-fn parse<T: serde::de::DeserializeOwned>(text: &str, what: &str) -> Result<T, Reason> {
+pub(crate) fn parse<T: serde::de::DeserializeOwned>(text: &str, what: &str) -> Result<T, Reason> {
     serde_json::from_str(text)
         .map_err(|e| Reason::Internal(anyhow::anyhow!("snapshot {what}: {e}")))
 }
@@ -377,34 +376,6 @@ impl Snapshot {
         Ok((id, header))
     }
 
-    /// Records the capture cannot lack while its header is there; one missing means it
-    /// was partly evicted: reset.
-    async fn required(&self, id: &Uuid, wanted: &[String]) -> Result<Vec<String>, Reason> {
-        let found = self.captures.records(&id.to_string(), wanted).await?;
-        found
-            .into_iter()
-            .collect::<Option<Vec<String>>>()
-            .ok_or_else(|| error::reset("the capture was evicted; start a new one"))
-    }
-
-    async fn frozen(
-        &self,
-        id: &Uuid,
-        header: &Header,
-        extra: &[String],
-    ) -> Result<(Frozen, Vec<String>), Reason> {
-        let mut wanted = vec![names::READABLE.to_owned(), names::CHANNELS.to_owned()];
-        wanted.extend_from_slice(extra);
-        let mut found = self.required(id, &wanted).await?;
-        let rest = found.split_off(2);
-        let frozen = Frozen {
-            readable: parse::<BTreeSet<String>>(&found[0], "readable channels")?,
-            channels: parse(&found[1], "captured channels")?,
-            captured_at: header.captured_at,
-        };
-        Ok((frozen, rest))
-    }
-
     async fn page(
         &self,
         ctx: &ConnCtx,
@@ -419,16 +390,21 @@ impl Snapshot {
             .open_cursor(&id, cursor)
             .filter(|n| *n < header.pages)
             .ok_or_else(|| error::invalid("unknown cursor for this capture"))?;
-        let (frozen, mut page) = self.frozen(&id, &header, &[names::page(n)]).await?;
+        let (frozen, pages, entries) = self.whole(&id, &header).await?;
         deadline.check()?;
-        let now = self.authority_now(ctx, reader).await?;
-        scope::check(&frozen, &now)?;
+        self.recheck(ctx, reader, &header, frozen, entries, deadline)
+            .await?;
         deadline.check()?;
         if !self.captures.mark_served(&id.to_string(), n).await? {
             return Err(error::reset("the capture was evicted; start a new one"));
         }
-        let page = page.pop().unwrap_or_default();
-        page_answer(&self.tokens, &id, token, &header, n, &page)
+        let page = usize::try_from(n)
+            .ok()
+            .and_then(|n| pages.get(n))
+            .ok_or_else(|| {
+                Reason::Internal(anyhow::anyhow!("page {n} of {} missing", header.pages))
+            })?;
+        page_answer(&self.tokens, &id, token, &header, n, page)
     }
 
     async fn bodies(
@@ -535,31 +511,10 @@ impl Snapshot {
                 "page {skipped} of this capture was never fetched; fetch every page, then complete"
             )));
         }
-        let pages: Vec<String> = (0..header.pages).map(names::page).collect();
-        let (frozen, pages) = self.frozen(&id, &header, &pages).await?;
-        let mut entries: Vec<Entry> =
-            Vec::with_capacity(usize::try_from(header.entries).unwrap_or(0));
-        for page in &pages {
-            entries.extend(parse::<Vec<Entry>>(page, "page")?);
-        }
+        let (frozen, _pages, entries) = self.whole(&id, &header).await?;
         deadline.check()?;
-        let (access, community, reader_key) = (
-            self.access.clone(),
-            ctx.community.clone(),
-            reader.to_owned(),
-        );
-        let (now, limits) = (self.clock.now_secs(), self.limits.clone());
-        self.store
-            .read(move |mut conn| {
-                conn.repeatable_read(|conn| {
-                    let authority = admitted(conn, &access, &community, &reader_key, now, &limits)?;
-                    scope::check(&frozen, &authority)?;
-                    deadline.check()?;
-                    verify::check_entries(conn, community.id, &entries)
-                })
-            })
-            .await
-            .map_err(contract)?;
+        self.recheck(ctx, reader, &header, frozen, entries, deadline)
+            .await?;
         deadline.check()?;
         Ok(json!({"version": 1, "token": token, "complete": true}))
     }

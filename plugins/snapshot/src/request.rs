@@ -26,6 +26,20 @@ pub(crate) struct CaptureQuery {
     pub canonical: String,
 }
 
+impl CaptureQuery {
+    /// The artifact plugin's form of a capture's canonical query text (a header's
+    /// `query`); `None` when it no longer parses (the artifact limits were lowered since).
+    pub(crate) fn current_of(
+        canonical: &str,
+        artifact_limits: &buzz_artifacts::Limits,
+    ) -> Option<CurrentQuery> {
+        let value: Value = serde_json::from_str(canonical).ok()?;
+        capture_query(&value, artifact_limits)
+            .ok()
+            .map(|q| q.current)
+    }
+}
+
 /// One snapshot request.
 #[derive(Debug, Clone)]
 pub(crate) enum Action {

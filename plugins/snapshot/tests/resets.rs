@@ -296,6 +296,16 @@ struct Paged {
 /// `by_owner`: the first page's task is the channel owner's (who may move it where
 /// the reader cannot follow), else the reader's.
 async fn paged(backend: TestBackend, name: &str, by_owner: bool) -> Option<Paged> {
+    paged_by(backend, name, by_owner, common::tasks()).await
+}
+
+/// [`paged`] with this capture query (the tasks are `status: open`).
+async fn paged_by(
+    backend: TestBackend,
+    name: &str,
+    by_owner: bool,
+    query: serde_json::Value,
+) -> Option<Paged> {
     let relay = relay_with(backend, name, json!({"page_rows": 1})).await?;
     let mut owner = User::new(&relay).await;
     let mut reader = User::new(&relay).await;
@@ -305,13 +315,10 @@ async fn paged(backend: TestBackend, name: &str, by_owner: bool) -> Option<Paged
     let mut tasks = Vec::new();
     for i in 0..3 {
         let author = if by_owner { &mut owner } else { &mut reader };
-        tasks.push(
-            author
-                .put(&Draft::create(&open, &format!("task {i}")))
-                .await,
-        );
+        let draft = Draft::create(&open, &format!("task {i}")).with("status", "open");
+        tasks.push(author.put(&draft).await);
     }
-    let answer = start(&relay, &reader, common::tasks()).await;
+    let answer = start(&relay, &reader, query).await;
     let listed = entries(&answer);
     assert_eq!(listed.len(), 1);
     let first = tasks
@@ -339,6 +346,24 @@ impl Paged {
         let again = page(&self.relay, &self.reader, &self.token, &self.next).await;
         assert_eq!(again, answer, "a repeated cursor answers the same");
         answer
+    }
+
+    /// Every page after the first, each answered (the same when asked again): the
+    /// revisions of all the capture's entries.
+    async fn every_page(&self) -> Vec<String> {
+        let mut cursor = self.next.clone();
+        let mut seen = vec![self.first.id.clone()];
+        loop {
+            let answer = page(&self.relay, &self.reader, &self.token, &cursor).await;
+            assert_eq!(answer.0, 200, "{}", answer.1);
+            let again = page(&self.relay, &self.reader, &self.token, &cursor).await;
+            assert_eq!(again, answer, "a repeated cursor answers the same page");
+            seen.extend(entries(&answer.1).into_iter().map(|e| e.revision_id));
+            match answer.1["nextToken"].as_str() {
+                Some(next) => cursor = next.to_owned(),
+                None => return seen,
+            }
+        }
     }
 }
 
@@ -429,20 +454,22 @@ async fn pages_do_not_reset_on_later_updates(backend: TestBackend, name: &str) {
     let open = p.open.clone();
     p.reader.put(&Draft::create(&open, "new")).await;
     p.reader.post(&open, "hello").await;
-    let mut cursor = p.next.clone();
-    let mut seen = vec![p.first.id.clone()];
-    loop {
-        let answer = page(&p.relay, &p.reader, &p.token, &cursor).await;
-        assert_eq!(answer.0, 200, "{}", answer.1);
-        let again = page(&p.relay, &p.reader, &p.token, &cursor).await;
-        assert_eq!(again, answer, "a repeated cursor answers the same page");
-        seen.extend(entries(&answer.1).into_iter().map(|e| e.revision_id));
-        match answer.1["nextToken"].as_str() {
-            Some(next) => cursor = next.to_owned(),
-            None => break,
-        }
-    }
+    let seen = p.every_page().await;
     assert_eq!(seen.len(), 3, "the captured entries, not the new task");
+    let done = complete(&p.relay, &p.reader, &p.token).await;
+    assert_eq!(done.0, 200, "{}", done.1);
+    assert_eq!(done.1["complete"], true);
+
+    // An update that takes the task out of the capture's query (status open → done):
+    // still an ordinary update, no reset.
+    let open_tasks = json!({"artifact": "current", "#type": [TASK], "#status": ["open"]});
+    let Some(mut p) = paged_by(backend, name, false, open_tasks).await else {
+        return;
+    };
+    let mut done = Draft::after(&p.first, "update");
+    done.extra = vec![tag(&["status", "done"])];
+    p.reader.put(&done).await;
+    assert_eq!(p.every_page().await.len(), 3);
     let done = complete(&p.relay, &p.reader, &p.token).await;
     assert_eq!(done.0, 200, "{}", done.1);
     assert_eq!(done.1["complete"], true);
