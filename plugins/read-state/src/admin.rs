@@ -11,9 +11,9 @@
 use crate::frontiers::TIMELINE;
 use crate::plugin::snapshot;
 use crate::scope::Skew;
-use crate::sidebar::{self, SidebarRow};
+use crate::sidebar::{self, SidebarRow, ThreadAsk};
 use crate::sql::{load, Val};
-use crate::MAX_CHANNELS;
+use crate::{Config, MAX_CHANNELS};
 use buzz_core::error::Reason;
 use buzz_core::store::Conn;
 use diesel::sql_types::{BigInt, Bool, Nullable, Text};
@@ -33,7 +33,8 @@ pub struct ReaderFrontiers {
     /// Thread rows, followed or not, by channel then root.
     pub threads: Vec<ThreadFrontier>,
     /// The sidebar as `GET /buzz/v1/me/sidebar` would answer it now, over every joined
-    /// nondeleted channel (access policies beyond membership are not applied here).
+    /// nondeleted channel (access policies beyond membership are not applied here), each
+    /// row with the first page of its threads at the default `max_threads`.
     pub sidebar: Vec<SidebarRow>,
     /// More than [`MAX_ROWS`] frontier rows: the lists hold the first ones.
     pub truncated: bool,
@@ -156,6 +157,11 @@ pub fn reader_frontiers(
         }
         channels.sort_by(|a, b| a.channel_id.cmp(&b.channel_id));
         let mut rows = Vec::new();
+        // The first page of each row's threads, at the default bound.
+        let first_page = ThreadAsk {
+            limit: Config::default().max_threads,
+            after: None,
+        };
         for page in joined.chunks(MAX_CHANNELS) {
             rows.extend(sidebar::rows(
                 conn,
@@ -164,6 +170,7 @@ pub fn reader_frontiers(
                 page,
                 now_micros,
                 skew,
+                first_page,
             )?);
         }
         Ok(ReaderFrontiers {

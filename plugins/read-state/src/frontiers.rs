@@ -1,9 +1,11 @@
 //! The plugin's own tables (`migrations/`): accounts (`started_at`), frontiers (one row
 //! per channel timeline, `root_id = ''`, and per thread: position, whole-channel cut,
-//! following) and mentions. Every position only moves forward: each upsert keeps the
-//! larger of the stored and the new value.
+//! following, and the thread's tip — `thread_rank`, `thread_news_at` — that the
+//! sidebar's walk orders and filters by) and mentions. Every position only moves
+//! forward: each upsert keeps the larger of the stored and the new value.
 
 use crate::sql::{execute, first, load as load_rows, OptI64, Val, I64};
+use crate::tips::Tip;
 use buzz_core::error::Reason;
 use buzz_core::store::Conn;
 use diesel::sql_types::{BigInt, Bool};
@@ -58,8 +60,14 @@ pub(crate) enum Upsert {
 }
 
 const INSERT: &str = "INSERT INTO read_state_frontiers \
-    (community_id, pubkey, channel_id, root_id, position, cut, following) \
-    VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (community_id, pubkey, channel_id, root_id) ";
+    (community_id, pubkey, channel_id, root_id, position, cut, following, \
+     thread_rank, thread_news_at) \
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) \
+    ON CONFLICT (community_id, pubkey, channel_id, root_id) ";
+
+/// A row that follows (again) takes the thread's tip as it is now.
+const TIP: &str = "thread_rank = excluded.thread_rank, \
+    thread_news_at = excluded.thread_news_at";
 
 const FORWARD: &str = "DO UPDATE SET \
     position = CASE WHEN excluded.position > read_state_frontiers.position \
@@ -67,24 +75,28 @@ const FORWARD: &str = "DO UPDATE SET \
     cut = CASE WHEN excluded.cut > read_state_frontiers.cut \
         THEN excluded.cut ELSE read_state_frontiers.cut END";
 
-/// Write one frontier row as `how` says. `following` is what a new row gets.
+/// Write one frontier row as `how` says. `following` is what a new row gets; `tip`
+/// is the thread's (default for the timeline), written by a new row and by any upsert
+/// that follows.
 pub(crate) fn upsert(
     conn: &mut Conn<'_>,
     key: Key<'_>,
     position: i64,
     cut: i64,
     how: Upsert,
+    tip: Tip,
 ) -> Result<(), Reason> {
     let (tail, following) = match how {
         Upsert::Advance => (FORWARD.to_owned(), true),
-        Upsert::AdvanceAndFollow => (format!("{FORWARD}, following = TRUE"), true),
+        Upsert::AdvanceAndFollow => (format!("{FORWARD}, following = TRUE, {TIP}"), true),
         Upsert::Mention => (
-            "DO UPDATE SET \
-             position = CASE WHEN read_state_frontiers.following = FALSE \
-                 AND excluded.position > read_state_frontiers.position \
-                 THEN excluded.position ELSE read_state_frontiers.position END, \
-             following = TRUE"
-                .to_owned(),
+            format!(
+                "DO UPDATE SET \
+                 position = CASE WHEN read_state_frontiers.following = FALSE \
+                     AND excluded.position > read_state_frontiers.position \
+                     THEN excluded.position ELSE read_state_frontiers.position END, \
+                 following = TRUE, {TIP}"
+            ),
             true,
         ),
         Upsert::IfAbsent => ("DO NOTHING".to_owned(), true),
@@ -102,8 +114,51 @@ pub(crate) fn upsert(
             Val::I(position),
             Val::I(cut),
             Val::B(following),
+            Val::N(tip.rank()),
+            Val::N(tip.news_at),
         ],
     )?;
+    Ok(())
+}
+
+/// Write a floor (a whole-channel cut, or the account's start) into the thread
+/// positions below it: in `channel`, or in every channel when `None`. Every read takes
+/// the largest of position, cut and start anyway; written into the rows, those the
+/// floor reads leave the sidebar walk's index instead of being walked and skipped on
+/// every sidebar. One statement over the reader's rows (of that channel).
+pub(crate) fn raise_threads(
+    conn: &mut Conn<'_>,
+    community_id: i64,
+    pubkey: &str,
+    channel: Option<&str>,
+    floor: i64,
+) -> Result<(), Reason> {
+    match channel {
+        Some(channel) => execute(
+            conn,
+            "UPDATE read_state_frontiers SET position = ? \
+             WHERE community_id = ? AND pubkey = ? AND channel_id = ? \
+             AND root_id <> '' AND position < ?",
+            &[
+                Val::I(floor),
+                Val::I(community_id),
+                Val::T(pubkey),
+                Val::T(channel),
+                Val::I(floor),
+            ],
+        )?,
+        None => execute(
+            conn,
+            "UPDATE read_state_frontiers SET position = ? \
+             WHERE community_id = ? AND pubkey = ? AND root_id <> '' AND position < ?",
+            &[
+                Val::I(floor),
+                Val::I(community_id),
+                Val::T(pubkey),
+                Val::I(floor),
+            ],
+        )?,
+    };
     Ok(())
 }
 
@@ -142,18 +197,22 @@ pub(crate) fn started_at(
 }
 
 /// Start the signer's account at `now` unless it has started; returns `started_at`.
+/// A new account floors the thread rows ingest kept for the signer before it.
 pub(crate) fn ensure_account(
     conn: &mut Conn<'_>,
     community_id: i64,
     pubkey: &str,
     now: i64,
 ) -> Result<i64, Reason> {
-    execute(
+    let created = execute(
         conn,
         "INSERT INTO read_state_accounts (community_id, pubkey, started_at) VALUES (?, ?, ?) \
          ON CONFLICT (community_id, pubkey) DO NOTHING",
         &[Val::I(community_id), Val::T(pubkey), Val::I(now)],
     )?;
+    if created == 1 {
+        raise_threads(conn, community_id, pubkey, None, now)?;
+    }
     started_at(conn, community_id, pubkey)?.ok_or_else(|| {
         Reason::Internal(anyhow::anyhow!("read-state account vanished after insert"))
     })

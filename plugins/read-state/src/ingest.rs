@@ -9,36 +9,68 @@
 //!   (sticky); a mention follows the thread it is in or the thread rooted at it, and
 //!   after an unfollow catches it up to just before itself. A new follow starts just
 //!   before the message that caused it, so that message is unread.
-//! - Mentions: one row per mentioned signer and scope, for exact counts.
+//! - Mentions: one row per mentioned signer and scope, for exact counts. A message's
+//!   mentions are the first `max_message_mentions` distinct p-tagged channel members in
+//!   tag order (`mentions.rs`).
+//! - Thread tips: a reply or a deletion updates the tip on every following row of its
+//!   thread (`tips.rs`), which the sidebar walks.
 //! - Joining a channel (9021, or 9000 adding someone new) starts it caught up: a
-//!   whole-channel cut at the join, so followed threads from before bring back nothing.
+//!   whole-channel cut at the join, so followed threads from before bring back nothing
+//!   (written into their positions too).
+//!
+//! Statements here plan with custom plans (`plans.rs`), restored after the hook.
 
 use crate::frontiers::{self, Key, Upsert, TIMELINE};
-use crate::scope;
+use crate::scope::{self, Skew};
 use crate::sql::{first, Val, I64};
-use buzz_core::channels::kinds::{is_conversation, ADD_MEMBER, JOIN};
-use buzz_core::channels::validate::member_of;
+use crate::tips::{self, Tip};
+use crate::{mentions, plans};
+use buzz_core::channels::kinds::{
+    is_conversation, ADD_MEMBER, AUTHOR_DELETE, JOIN, MODERATE_REMOVE,
+};
+use buzz_core::channels::validate::{member_of, target_id};
 use buzz_core::error::Reason;
-use buzz_core::event::StoredEvent;
+use buzz_core::event::{Event, StoredEvent};
 use buzz_core::plugin::Tx;
 use buzz_core::store::{channel_state, Conn};
 use std::collections::BTreeSet;
 
 const MICROS: i64 = 1_000_000;
 
-pub(crate) fn on_stored(tx: &mut Tx<'_, '_>, stored: &StoredEvent) -> Result<(), Reason> {
+/// What ingest is bounded by (from the plugin's config and `[limits]`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Bounds {
+    /// Mentions one message makes at most (`max_message_mentions`).
+    pub max_mentions: usize,
+    pub skew: Skew,
+}
+
+pub(crate) fn on_stored(
+    tx: &mut Tx<'_, '_>,
+    stored: &StoredEvent,
+    bounds: Bounds,
+) -> Result<(), Reason> {
+    let cid = tx.ctx.community_id;
+    let event = &stored.event;
+    // A deletion may name messages of any channel (a kind 5 needs no `h` tag).
+    if event.kind == AUTHOR_DELETE || event.kind == MODERATE_REMOVE {
+        return plans::around(tx.conn, |conn| deleted(conn, cid, event, bounds.skew));
+    }
     let Some(channel) = stored.channel.as_deref() else {
         return Ok(());
     };
-    let cid = tx.ctx.community_id;
-    let event = &stored.event;
+    let at = stored.received_at;
     match event.kind {
-        JOIN => joined(tx.conn, cid, channel, &event.pubkey, stored.received_at),
+        JOIN => plans::around(tx.conn, |conn| {
+            joined(conn, cid, channel, &event.pubkey, at)
+        }),
         ADD_MEMBER => match member_of(event) {
-            Some(member) => joined(tx.conn, cid, channel, member, stored.received_at),
+            Some(member) => plans::around(tx.conn, |conn| joined(conn, cid, channel, member, at)),
             None => Ok(()),
         },
-        kind if is_conversation(kind) => message(tx.conn, cid, channel, stored),
+        kind if is_conversation(kind) => {
+            plans::around(tx.conn, |conn| message(conn, cid, channel, stored, bounds))
+        }
         _ => Ok(()),
     }
 }
@@ -68,7 +100,15 @@ fn joined(
         channel_id: channel,
         root_id: TIMELINE,
     };
-    frontiers::upsert(conn, key, received_at, received_at, Upsert::Advance)
+    frontiers::upsert(
+        conn,
+        key,
+        received_at,
+        received_at,
+        Upsert::Advance,
+        Tip::default(),
+    )?;
+    frontiers::raise_threads(conn, cid, pubkey, Some(channel), received_at)
 }
 
 fn message(
@@ -76,6 +116,7 @@ fn message(
     cid: i64,
     channel: &str,
     stored: &StoredEvent,
+    bounds: Bounds,
 ) -> Result<(), Reason> {
     let event = &stored.event;
     let Some(msg) = scope::message(conn, cid, &event.id)? else {
@@ -85,6 +126,13 @@ fn message(
     let at = stored.received_at;
     let before = at - 1;
     let author = event.pubkey.as_str();
+    let root = msg.root_id.clone();
+    // The thread this reply is in, as core left it with the reply counted.
+    let root_msg = match &root {
+        Some(root) => scope::message(conn, cid, root)?,
+        None => None,
+    };
+    let tip = root_msg.as_ref().map(Tip::after_reply).unwrap_or_default();
 
     // Posting marks read in each scope the message shows in.
     if msg.in_timeline() {
@@ -94,9 +142,9 @@ fn message(
             at,
             0,
             Upsert::Advance,
+            Tip::default(),
         )?;
     }
-    let root = msg.root_id.clone();
     if let Some(root) = &root {
         frontiers::upsert(
             conn,
@@ -104,15 +152,13 @@ fn message(
             at,
             0,
             Upsert::AdvanceAndFollow,
+            tip,
         )?;
     }
 
-    // Mentions: counted per scope, and they follow.
-    let mentioned: BTreeSet<&str> = event
-        .tag_values("p")
-        .filter(|p| is_hex64(p) && *p != author)
-        .collect();
-    for &p in &mentioned {
+    // Mentions (bounded: `mentions.rs`): counted per scope, and they follow.
+    let mentioned = mentions::select(conn, cid, channel, event, bounds.max_mentions)?;
+    for p in &mentioned {
         if msg.in_timeline() {
             frontiers::add_mention(conn, scoped(cid, channel, p, TIMELINE), at, &event.id)?;
         }
@@ -125,29 +171,32 @@ fn message(
                     before,
                     0,
                     Upsert::Mention,
+                    tip,
                 )?;
             }
-            // A top-level message: the thread rooted at it.
+            // A top-level message: the thread rooted at it (no reply yet).
             None => frontiers::upsert(
                 conn,
                 scoped(cid, channel, p, &event.id),
                 before,
                 0,
                 Upsert::Mention,
+                Tip::default(),
             )?,
         }
     }
 
     let Some(root) = root else { return Ok(()) };
     // Someone replied to your top-level message.
-    if let Some(root_msg) = scope::message(conn, cid, &root)? {
-        if root_msg.pubkey != author && !mentioned.contains(root_msg.pubkey.as_str()) {
+    if let Some(root_msg) = &root_msg {
+        if root_msg.pubkey != author && !mentioned.contains(&root_msg.pubkey) {
             frontiers::upsert(
                 conn,
                 scoped(cid, channel, &root_msg.pubkey, &root),
                 before,
                 0,
                 Upsert::IfAbsent,
+                tip,
             )?;
         }
     }
@@ -156,15 +205,43 @@ fn message(
         .is_some_and(|row| row.channel_type == "dm");
     if dm {
         for (member, _role) in channel_state::members(conn, cid, channel)? {
-            if member != author && !mentioned.contains(member.as_str()) {
+            if member != author && !mentioned.contains(&member) {
                 frontiers::upsert(
                     conn,
                     scoped(cid, channel, &member, &root),
                     before,
                     0,
                     Upsert::IfAbsent,
+                    tip,
                 )?;
             }
+        }
+    }
+    // Every row following the thread (those above included) takes the new tip.
+    tips::note_reply(conn, cid, &root, tip.latest_at, at)
+}
+
+/// A deletion (kind 5 by the author, 9005 by a moderator): each thread that lost a reply
+/// gets its tip recomputed on its followers' rows, so a thread whose only news was
+/// deleted leaves the sidebar walk's index.
+fn deleted(conn: &mut Conn<'_>, cid: i64, event: &Event, skew: Skew) -> Result<(), Reason> {
+    let targets: BTreeSet<&str> = if event.kind == MODERATE_REMOVE {
+        target_id(event).into_iter().collect()
+    } else {
+        event.tag_values("e").collect()
+    };
+    let mut roots = BTreeSet::new();
+    for id in targets.into_iter().filter(|id| is_hex64(id)) {
+        if let Some(msg) = scope::message(conn, cid, id)? {
+            if let (Some(_), Some(root)) = (msg.deleted_at, msg.root_id) {
+                roots.insert(root);
+            }
+        }
+    }
+    for root in roots {
+        if let Some(root_msg) = scope::message(conn, cid, &root)? {
+            let tip = Tip::now(conn, cid, &root_msg, skew)?;
+            tips::set(conn, cid, &root, tip)?;
         }
     }
     Ok(())

@@ -14,8 +14,10 @@
 use crate::frontiers::{self, Key, Upsert, TIMELINE};
 use crate::http::{self, check_url};
 use crate::ingest::is_hex64;
+use crate::plans;
 use crate::plugin::ReadState;
 use crate::scope::{self, Scope};
+use crate::tips::Tip;
 use crate::{MAX_BODY_BYTES, MAX_INTENTS, MAX_URL_BYTES};
 use buzz_core::channels::validate::is_lowercase_uuid;
 use buzz_core::error::Reason;
@@ -249,7 +251,7 @@ async fn apply(
         .store
         .write(move |conn| {
             conn.before_deadline(deadline, cap, "read-state intent", |conn| {
-                write(conn, cid, &me, now, skew, &intent)
+                plans::around(conn, |conn| write(conn, cid, &me, now, skew, &intent))
             })
         })
         .await
@@ -285,7 +287,14 @@ fn write(
             frontiers::ensure_account(conn, cid, me, now)?;
             let scope = Scope::Timeline { channel };
             let position = scope::last_arrival_through(conn, cid, scope, &msg, skew)?;
-            frontiers::upsert(conn, key(channel, TIMELINE), position, 0, Upsert::Advance)?;
+            frontiers::upsert(
+                conn,
+                key(channel, TIMELINE),
+                position,
+                0,
+                Upsert::Advance,
+                Tip::default(),
+            )?;
             Ok(Outcome::Applied)
         }
         Checked::Mark {
@@ -306,7 +315,14 @@ fn write(
             frontiers::ensure_account(conn, cid, me, now)?;
             let scope = Scope::Thread { channel, root };
             let position = scope::last_arrival_through(conn, cid, scope, &msg, skew)?;
-            frontiers::upsert(conn, key(channel, root), position, 0, Upsert::Advance)?;
+            frontiers::upsert(
+                conn,
+                key(channel, root),
+                position,
+                0,
+                Upsert::Advance,
+                Tip::default(),
+            )?;
             Ok(Outcome::Applied)
         }
         Checked::Cut { channel, anchor } => {
@@ -319,7 +335,17 @@ fn write(
             frontiers::ensure_account(conn, cid, me, now)?;
             let scope = Scope::Channel { channel };
             let cut = scope::last_arrival_through(conn, cid, scope, &msg, skew)?;
-            frontiers::upsert(conn, key(channel, TIMELINE), 0, cut, Upsert::Advance)?;
+            frontiers::upsert(
+                conn,
+                key(channel, TIMELINE),
+                0,
+                cut,
+                Upsert::Advance,
+                Tip::default(),
+            )?;
+            // Into the thread positions too: threads the cut reads leave the sidebar's
+            // walk (the reads are the same either way).
+            frontiers::raise_threads(conn, cid, me, Some(channel), cut)?;
             Ok(Outcome::Applied)
         }
         Checked::Follow {
@@ -343,9 +369,17 @@ fn write(
                     position,
                     0,
                     Upsert::AdvanceAndFollow,
+                    Tip::after_reply(&msg),
                 )?;
             } else {
-                frontiers::upsert(conn, key(channel, root), 0, 0, Upsert::Unfollow)?;
+                frontiers::upsert(
+                    conn,
+                    key(channel, root),
+                    0,
+                    0,
+                    Upsert::Unfollow,
+                    Tip::default(),
+                )?;
             }
             Ok(Outcome::Applied)
         }

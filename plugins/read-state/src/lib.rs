@@ -14,13 +14,17 @@
 //! | `ingest.rs` | in the message's transaction: posting marks read, follows, mentions, joins |
 //! | `frontiers.rs` | the plugin's tables: accounts, positions, follows, mentions |
 //! | `scope.rs` | per-scope reads: unread probe, mention count, divider, mark arithmetic |
+//! | `mentions.rs` | which p tags of a message are mentions (members, capped) |
+//! | `tips.rs` | a thread's tip on its followers' rows (what the sidebar walks) |
 //! | `sidebar.rs` | `GET /buzz/v1/me/sidebar` |
+//! | `threads.rs` | one row's page of threads: the index walk and its cursor |
 //! | `intents.rs` | `POST /buzz/v1/me/read-state` |
 //! | `contexts.rs` | `GET /buzz/v1/me/read-state?targets=` |
 //! | `quota.rs` | the per-reader request quota (429 + `Retry-After`), in process or Redis |
 //! | `admin.rs` | one reader's frontiers and sidebar, for the console's Frontiers pane |
 //! | `http.rs` | the API's error body, request ids, cache headers, query parsing, bounds |
 //! | `sql.rs` | one SQL text for both backends |
+//! | `plans.rs` | PostgreSQL: custom plans for the plugin's statements |
 //!
 //! Not part of this relay (the spec mentions them): NIP-FI admission, NIP-OA admission
 //! and NIP-RS. Every request is plain NIP-98; there is no NIP-RS state to keep apart.
@@ -31,11 +35,15 @@ mod frontiers;
 mod http;
 mod ingest;
 mod intents;
+mod mentions;
+mod plans;
 mod plugin;
 mod quota;
 mod scope;
 mod sidebar;
 mod sql;
+mod threads;
+mod tips;
 
 pub use admin::{reader_frontiers, ChannelFrontier, ReaderFrontiers, ThreadFrontier, MAX_ROWS};
 pub use plugin::ReadState;
@@ -96,7 +104,19 @@ pub struct Config {
     pub quota_requests: u64,
     /// The quota's window, seconds (fixed windows aligned on the epoch).
     pub quota_window_secs: u64,
+    /// Threads one sidebar row lists at most; more are paged with the row's
+    /// `threads_next_cursor` (`threads_cursor=`). 1 to [`MAX_THREADS_BOUND`].
+    pub max_threads: usize,
+    /// Mentions one message makes at most: the first this many distinct p-tagged
+    /// channel members in tag order get a mention row and a follow; other p tags change
+    /// nobody's read state. 1 to [`MAX_MESSAGE_MENTIONS_BOUND`].
+    pub max_message_mentions: usize,
 }
+
+/// Largest `max_threads`: a full page of 20 rows stays far below the 1 MiB answer.
+pub const MAX_THREADS_BOUND: usize = 200;
+/// Largest `max_message_mentions` (the relay's own tag limit is 2,000).
+pub const MAX_MESSAGE_MENTIONS_BOUND: usize = 2_000;
 
 impl Default for Config {
     fn default() -> Self {
@@ -105,6 +125,8 @@ impl Default for Config {
             max_response_bytes: 1024 * 1024,
             quota_requests: 600,
             quota_window_secs: 60,
+            max_threads: 50,
+            max_message_mentions: 50,
         }
     }
 }
@@ -138,6 +160,12 @@ impl PluginManifest for ReadStatePlugin {
         if !(1..=86_400).contains(&config.quota_window_secs) {
             anyhow::bail!("quota_window_secs must be from 1 to 86400");
         }
+        if !(1..=MAX_THREADS_BOUND).contains(&config.max_threads) {
+            anyhow::bail!("max_threads must be from 1 to {MAX_THREADS_BOUND}");
+        }
+        if !(1..=MAX_MESSAGE_MENTIONS_BOUND).contains(&config.max_message_mentions) {
+            anyhow::bail!("max_message_mentions must be from 1 to {MAX_MESSAGE_MENTIONS_BOUND}");
+        }
         Ok(())
     }
 
@@ -156,6 +184,8 @@ impl PluginManifest for ReadStatePlugin {
             .fact("max response bytes", config.max_response_bytes)
             .fact("quota requests per reader", config.quota_requests)
             .fact("quota window (s)", config.quota_window_secs)
+            .fact("max threads per row", config.max_threads)
+            .fact("max mentions per message", config.max_message_mentions)
             .fact("accounts", accounts)
             .fact("frontier rows", frontiers)
             .fact("mention rows", mentions))

@@ -4,9 +4,9 @@
 use crate::quota::{Quota, Verdict};
 use crate::scope::Skew;
 use crate::{
-    contexts, http, ingest, intents, sidebar, Config, BASE_PATH, ELIGIBLE_KINDS, MAX_CHANNELS,
-    MAX_CONTEXTS, MAX_CONTEXT_MESSAGES, MAX_INTENTS, NAME, NIP11_FIELD, READ_STATE_PATH,
-    SIDEBAR_PATH, UNKNOWN_PATHS,
+    contexts, http, ingest, intents, plans, sidebar, Config, BASE_PATH, ELIGIBLE_KINDS,
+    MAX_CHANNELS, MAX_CONTEXTS, MAX_CONTEXT_MESSAGES, MAX_INTENTS, NAME, NIP11_FIELD,
+    READ_STATE_PATH, SIDEBAR_PATH, UNKNOWN_PATHS,
 };
 use buzz_core::ctx::ConnCtx;
 use buzz_core::error::Reason;
@@ -95,7 +95,8 @@ impl ReadState {
 }
 
 /// Run `f` on one snapshot: every read in it sees the same committed state
-/// (PostgreSQL: a repeatable-read, read-only transaction; SQLite: one read transaction).
+/// (PostgreSQL: a repeatable-read, read-only transaction planning with custom plans,
+/// `plans.rs`; SQLite: one read transaction).
 pub(crate) fn snapshot<R>(
     conn: &mut Conn<'_>,
     f: impl FnOnce(&mut Conn<'_>) -> Result<R, Reason>,
@@ -107,7 +108,11 @@ pub(crate) fn snapshot<R>(
             .build_transaction()
             .repeatable_read()
             .read_only()
-            .run(|c| f(&mut Conn::Pg(c))),
+            .run(|c| {
+                let mut conn = Conn::Pg(c);
+                plans::for_transaction(&mut conn)?;
+                f(&mut conn)
+            }),
     }
 }
 
@@ -128,12 +133,20 @@ impl Plugin for ReadState {
                 "max_contexts": MAX_CONTEXTS,
                 "max_context_messages": MAX_CONTEXT_MESSAGES,
                 "eligible_kinds": ELIGIBLE_KINDS,
+                // Rows list at most this many threads and page the rest
+                // (`threads_next_cursor` / `threads_cursor`): the capability.
+                "max_threads": self.config.max_threads,
+                "max_message_mentions": self.config.max_message_mentions,
             }),
         );
     }
 
     fn in_transaction(&self, tx: &mut Tx<'_, '_>, event: &StoredEvent) -> Result<(), Reason> {
-        ingest::on_stored(tx, event)
+        let bounds = ingest::Bounds {
+            max_mentions: self.config.max_message_mentions,
+            skew: self.skew,
+        };
+        ingest::on_stored(tx, event, bounds)
     }
 
     fn routes(self: Arc<Self>) -> Vec<Route> {

@@ -10,7 +10,7 @@
 //! `events_by_channel`, the thread walks `thread_metadata_by_root`; both are ordered by
 //! author time.
 
-use crate::sql::{first, IdAt, OptI64, Val};
+use crate::sql::{first, Id, OptI64, Val};
 use buzz_core::error::Reason;
 use buzz_core::store::Conn;
 use diesel::sql_types::{BigInt, Bool, Integer, Nullable, Text};
@@ -118,13 +118,13 @@ pub(crate) fn read_through(
 ) -> Result<Option<String>, Reason> {
     let (from, mut binds, time) = source(community_id, scope);
     let text = format!(
-        "SELECT e.id AS id, e.created_at AS created_at {from} AND {time} <= ? \
+        "SELECT e.id AS id {from} AND {time} <= ? \
          AND e.received_at <= ? AND e.deleted_at IS NULL \
          ORDER BY {time} DESC, e.id DESC LIMIT 1"
     );
     binds.push(Val::I(skew.at_or_before(position)));
     binds.push(Val::I(position));
-    Ok(first::<IdAt>(conn, &text, &binds)?.map(|r| r.id))
+    Ok(first::<Id>(conn, &text, &binds)?.map(|r| r.id))
 }
 
 /// The last counted message of `scope` in display order, whenever it arrived.
@@ -132,13 +132,13 @@ pub(crate) fn latest(
     conn: &mut Conn<'_>,
     community_id: i64,
     scope: Scope<'_>,
-) -> Result<Option<IdAt>, Reason> {
+) -> Result<Option<Id>, Reason> {
     let (from, binds, time) = source(community_id, scope);
     let text = format!(
-        "SELECT e.id AS id, e.created_at AS created_at {from} AND e.deleted_at IS NULL \
+        "SELECT e.id AS id {from} AND e.deleted_at IS NULL \
          ORDER BY {time} DESC, e.id DESC LIMIT 1"
     );
-    first::<IdAt>(conn, &text, &binds)
+    first::<Id>(conn, &text, &binds)
 }
 
 /// Exact count of unread messages in the scope `(channel, root)` that mention `pubkey`:
@@ -190,6 +190,9 @@ pub(crate) struct Message {
     pub root_id: Option<String>,
     #[diesel(sql_type = Nullable<BigInt>)]
     pub last_reply_received_at: Option<i64>,
+    /// On a root: the author time of its newest nondeleted reply.
+    #[diesel(sql_type = Nullable<BigInt>)]
+    pub last_reply_at: Option<i64>,
 }
 
 impl Message {
@@ -213,7 +216,8 @@ pub(crate) fn message(
     let text = "SELECT e.id AS id, e.pubkey AS pubkey, e.received_at AS received_at, \
         e.created_at AS created_at, e.deleted_at AS deleted_at, \
         t.channel_id AS channel_id, t.depth AS depth, t.broadcast AS broadcast, \
-        t.root_id AS root_id, t.last_reply_received_at AS last_reply_received_at \
+        t.root_id AS root_id, t.last_reply_received_at AS last_reply_received_at, \
+        t.last_reply_at AS last_reply_at \
         FROM events e JOIN thread_metadata t \
         ON t.community_id = e.community_id AND t.event_id = e.id \
         WHERE e.community_id = ? AND e.id = ?";

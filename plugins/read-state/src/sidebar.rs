@@ -5,18 +5,23 @@
 //!   `limit` 1–20 (default 20); `next_cursor` is the last id when more rows follow.
 //! - `?channel_ids=a,b`: refresh 1–20 unique channels, ordered by id, `next_cursor`
 //!   null; not combined with `limit`/`cursor`.
+//! - `?channel_ids=a&threads_cursor=<c>`: that one row with the next page of its
+//!   threads (`c` is the row's last `threads_next_cursor`).
+//!
+//! Each row lists at most `max_threads` threads (`threads.rs`) and carries
+//! `threads_next_cursor` (null when no more follow).
 //!
 //! Cost per channel: nothing new (`channels.last_timeline_received_at` at or before the
 //! position) is one comparison; otherwise an existence probe that stops at the first
 //! message past the position, and a count over the signer's own mentions past it.
-//! Followed threads with nothing new are skipped by their root's
-//! `last_reply_received_at`.
+//! Threads: one index walk in sidebar order that stops after the page (`threads.rs`).
 
 use crate::frontiers::TIMELINE;
 use crate::http::{self, check_url, query_pairs};
 use crate::plugin::{snapshot, ReadState};
 use crate::scope::{self, Scope, Skew};
 use crate::sql::{load, Val};
+use crate::threads::{self, After};
 use crate::{frontiers, MAX_CHANNELS, MAX_URL_BYTES};
 use buzz_core::channels::validate::is_lowercase_uuid;
 use buzz_core::error::Reason;
@@ -37,12 +42,29 @@ enum Ask {
         limit: usize,
         cursor: Option<String>,
     },
-    Refresh(Vec<String>),
+    Refresh {
+        ids: Vec<String>,
+        /// The next page of the one channel's threads.
+        threads_after: Option<After>,
+    },
+}
+
+/// Which page of a row's threads to list.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ThreadAsk<'a> {
+    pub limit: usize,
+    pub after: Option<&'a After>,
 }
 
 fn parse(query: &str) -> Result<Ask, Reason> {
-    let pairs = query_pairs(query, &["limit", "cursor", "channel_ids"])?;
+    let pairs = query_pairs(query, &["limit", "cursor", "channel_ids", "threads_cursor"])?;
     let get = |name: &str| pairs.iter().find(|(n, _)| n == name).map(|(_, v)| v);
+    let threads_after = get("threads_cursor").map(|c| After::parse(c)).transpose()?;
+    if threads_after.is_some() && get("channel_ids").is_none_or(|ids| ids.contains(',')) {
+        return Err(Reason::invalid(
+            "threads_cursor needs channel_ids naming exactly one channel",
+        ));
+    }
     if let Some(ids) = get("channel_ids") {
         if get("limit").is_some() || get("cursor").is_some() {
             return Err(Reason::invalid(
@@ -66,7 +88,10 @@ fn parse(query: &str) -> Result<Ask, Reason> {
         if list.len() != n {
             return Err(Reason::invalid("channel_ids must be unique"));
         }
-        return Ok(Ask::Refresh(list));
+        return Ok(Ask::Refresh {
+            ids: list,
+            threads_after,
+        });
     }
     let limit = match get("limit") {
         None => MAX_CHANNELS,
@@ -115,7 +140,7 @@ impl RouteHandler for Sidebar {
                     .collect::<Vec<_>>(),
                 *limit,
             ),
-            Ask::Refresh(ids) => (
+            Ask::Refresh { ids, .. } => (
                 joined.into_iter().filter(|id| ids.contains(id)).collect(),
                 MAX_CHANNELS,
             ),
@@ -135,12 +160,23 @@ impl RouteHandler for Sidebar {
         }
         let now = rs.now_micros();
         let skew = rs.skew;
+        let max_threads = rs.config.max_threads;
         let rows = {
             let (me, page) = (me.clone(), page.clone());
+            let after = match &ask {
+                Ask::Refresh { threads_after, .. } => threads_after.clone(),
+                Ask::Page { .. } => None,
+            };
             rs.services
                 .store
                 .read(move |mut conn| {
-                    snapshot(&mut conn, |conn| rows(conn, cid, &me, &page, now, skew))
+                    let threads = ThreadAsk {
+                        limit: max_threads,
+                        after: after.as_ref(),
+                    };
+                    snapshot(&mut conn, |conn| {
+                        rows(conn, cid, &me, &page, now, skew, threads)
+                    })
                 })
                 .await?
         };
@@ -199,16 +235,6 @@ struct ChannelState {
     cut: Option<i64>,
 }
 
-#[derive(QueryableByName)]
-struct Followed {
-    #[diesel(sql_type = Text)]
-    root_id: String,
-    #[diesel(sql_type = BigInt)]
-    position: i64,
-    #[diesel(sql_type = Nullable<BigInt>)]
-    last_reply_received_at: Option<i64>,
-}
-
 /// One sidebar row: the channel timeline's read scope and its followed threads with
 /// an unread reply (the API's JSON shape, field for field).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -222,7 +248,11 @@ pub struct SidebarRow {
     pub unread: bool,
     pub mentions: i64,
     pub read_through_id: Option<String>,
+    /// At most `max_threads`; more when `threads_next_cursor` is set.
     pub threads: Vec<SidebarThread>,
+    /// Where the next page of this row's threads starts (`threads_cursor`); `None`:
+    /// every thread is listed.
+    pub threads_next_cursor: Option<String>,
 }
 
 /// A followed thread with an unread reply.
@@ -244,13 +274,15 @@ pub(crate) fn rows(
     page: &[String],
     now: i64,
     skew: Skew,
+    threads: ThreadAsk<'_>,
 ) -> Result<Vec<SidebarRow>, Reason> {
     if page.is_empty() {
         return Ok(Vec::new());
     }
     // Nothing counts before the first read intent: without an account every position is
     // floored at this moment.
-    let started = frontiers::started_at(conn, cid, me)?.unwrap_or(now);
+    let account = frontiers::started_at(conn, cid, me)?;
+    let started = account.unwrap_or(now);
     let marks = vec!["?"; page.len()].join(", ");
     let text = format!(
         "SELECT c.id AS id, c.name AS name, c.channel_type AS channel_type, \
@@ -268,17 +300,20 @@ pub(crate) fn rows(
     let channels: Vec<ChannelState> = load(conn, &text, &binds)?;
     channels
         .into_iter()
-        .map(|ch| row(conn, cid, me, ch, started, skew))
+        .map(|ch| row(conn, cid, me, ch, started, account.is_some(), skew, threads))
         .collect()
 }
 
+#[allow(clippy::too_many_arguments)]
 fn row(
     conn: &mut Conn<'_>,
     cid: i64,
     me: &str,
     ch: ChannelState,
     started: i64,
+    has_account: bool,
     skew: Skew,
+    ask: ThreadAsk<'_>,
 ) -> Result<SidebarRow, Reason> {
     let floor = started.max(ch.cut.unwrap_or(0));
     let position = ch.position.unwrap_or(0).max(floor);
@@ -292,7 +327,12 @@ fn row(
         0
     };
     let read_through_id = scope::read_through(conn, cid, timeline, position, skew)?;
-    let threads = threads(conn, cid, me, &ch.id, floor, skew)?;
+    // Without an account nothing counts yet: no thread to walk for.
+    let threads = if has_account {
+        threads::page(conn, cid, me, &ch.id, floor, skew, ask.limit, ask.after)?
+    } else {
+        threads::Page::default()
+    };
     Ok(SidebarRow {
         channel_id: ch.id,
         name: ch.name,
@@ -302,71 +342,9 @@ fn row(
         unread,
         mentions,
         read_through_id,
-        threads,
+        threads: threads.threads,
+        threads_next_cursor: threads.next,
     })
-}
-
-/// Every followed thread of the channel with an unread reply, newest latest reply
-/// (author time) first, then by root id. No cap.
-fn threads(
-    conn: &mut Conn<'_>,
-    cid: i64,
-    me: &str,
-    channel: &str,
-    floor: i64,
-    skew: Skew,
-) -> Result<Vec<SidebarThread>, Reason> {
-    // The root's summary is a scalar subquery per followed row, never a join: as a
-    // prepared statement PostgreSQL plans it once for any values (a generic plan), and
-    // for a join that plan was a merge join walking every thread_metadata row of the
-    // community — cost by history, ~2 s a sidebar at 40k messages. A subquery can only
-    // be a primary-key lookup per followed thread.
-    let followed: Vec<Followed> = load(
-        conn,
-        "SELECT f.root_id AS root_id, f.position AS position, \
-         (SELECT r.last_reply_received_at FROM thread_metadata r \
-          WHERE r.community_id = f.community_id AND r.event_id = f.root_id) \
-         AS last_reply_received_at \
-         FROM read_state_frontiers f \
-         WHERE f.community_id = ? AND f.pubkey = ? AND f.channel_id = ? \
-         AND f.root_id <> '' AND f.following = TRUE",
-        &[Val::I(cid), Val::T(me), Val::T(channel)],
-    )?;
-    let mut out = Vec::new();
-    for thread in followed {
-        let position = thread.position.max(floor);
-        // Nothing new (or no reply at all): skipped without reading replies.
-        if thread
-            .last_reply_received_at
-            .is_none_or(|last| last <= position)
-        {
-            continue;
-        }
-        let scope = Scope::Thread {
-            channel,
-            root: &thread.root_id,
-        };
-        if !scope::unread(conn, cid, scope, position, skew)? {
-            continue;
-        }
-        let Some(latest) = scope::latest(conn, cid, scope)? else {
-            continue;
-        };
-        let mentions = scope::mentions(conn, cid, me, channel, &thread.root_id, position)?;
-        let read_through_id = scope::read_through(conn, cid, scope, position, skew)?;
-        out.push((
-            latest.created_at,
-            SidebarThread {
-                root_id: thread.root_id,
-                unread: true,
-                mentions,
-                read_through_id,
-                latest_id: latest.id,
-            },
-        ));
-    }
-    out.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.root_id.cmp(&b.1.root_id)));
-    Ok(out.into_iter().map(|(_, t)| t).collect())
 }
 
 #[cfg(test)]
@@ -394,8 +372,19 @@ mod tests {
         );
         assert_eq!(
             parse(&format!("channel_ids={B},{A}")).expect("refresh"),
-            Ask::Refresh(vec![A.into(), B.into()])
+            Ask::Refresh {
+                ids: vec![A.into(), B.into()],
+                threads_after: None
+            }
         );
+        let cursor = format!("12:{}", "a".repeat(64));
+        assert!(matches!(
+            parse(&format!("channel_ids={A}&threads_cursor={cursor}")).expect("thread page"),
+            Ask::Refresh {
+                threads_after: Some(_),
+                ..
+            }
+        ));
         for bad in [
             "limit=0".to_owned(),
             "limit=21".to_owned(),
@@ -407,6 +396,10 @@ mod tests {
             "channel_ids=".to_owned(),
             "other=1".to_owned(),
             format!("channel_ids={}", vec![A; 21].join(",")),
+            format!("threads_cursor={cursor}"),
+            format!("channel_ids={A},{B}&threads_cursor={cursor}"),
+            format!("limit=2&threads_cursor={cursor}"),
+            format!("channel_ids={A}&threads_cursor=x"),
         ] {
             assert!(parse(&bad).is_err(), "{bad} must be refused");
         }

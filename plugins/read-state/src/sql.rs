@@ -26,6 +26,8 @@ pub(crate) enum Val<'a> {
     I(i64),
     T(&'a str),
     B(bool),
+    /// A BIGINT that may be NULL.
+    N(Option<i64>),
 }
 
 /// A statement written with `?` placeholders and its values, cached as a prepared
@@ -48,6 +50,7 @@ where
     i64: ToSql<BigInt, DB>,
     str: ToSql<Text, DB>,
     bool: ToSql<Bool, DB>,
+    Option<i64>: ToSql<Nullable<BigInt>, DB>,
 {
     fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
         let mut parts = self.text.split('?');
@@ -60,6 +63,7 @@ where
                 Some(Val::I(v)) => out.push_bind_param::<BigInt, i64>(v)?,
                 Some(Val::T(s)) => out.push_bind_param::<Text, str>(s)?,
                 Some(Val::B(b)) => out.push_bind_param::<Bool, bool>(b)?,
+                Some(Val::N(n)) => out.push_bind_param::<Nullable<BigInt>, Option<i64>>(n)?,
                 None => {
                     return Err(diesel::result::Error::QueryBuilderError(
                         "fewer values than placeholders".into(),
@@ -130,13 +134,11 @@ pub(crate) struct I64 {
     pub v: i64,
 }
 
-/// One id and its author time (display order).
+/// One message id.
 #[derive(QueryableByName)]
-pub(crate) struct IdAt {
+pub(crate) struct Id {
     #[diesel(sql_type = Text)]
     pub id: String,
-    #[diesel(sql_type = BigInt)]
-    pub created_at: i64,
 }
 
 #[cfg(test)]
@@ -151,6 +153,7 @@ mod tests {
         i64: ToSql<BigInt, DB>,
         str: ToSql<Text, DB>,
         bool: ToSql<Bool, DB>,
+        Option<i64>: ToSql<Nullable<BigInt>, DB>,
     {
         let mut builder = DB::QueryBuilder::default();
         let backend = DB::default();

@@ -32,7 +32,8 @@ async fn discovery_only_when_enabled(backend: TestBackend, name: &str) {
         nip11(&relay).await["buzz_v1"],
         json!({"version":1,"base_path":"/buzz/v1","max_channels":20,"max_intents":100,
                "max_contexts":20,"max_context_messages":100,
-               "eligible_kinds":[9,40002,45001,45003]})
+               "eligible_kinds":[9,40002,45001,45003],
+               "max_threads":50,"max_message_mentions":50})
     );
     relay.stop().await;
 
@@ -342,6 +343,8 @@ async fn positions_stay_private(backend: TestBackend, name: &str) {
             "max response bytes",
             "quota requests per reader",
             "quota window (s)",
+            "max threads per row",
+            "max mentions per message",
             "accounts",
             "frontier rows",
             "mention rows"

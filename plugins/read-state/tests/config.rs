@@ -21,6 +21,8 @@ fn disabled_by_default_and_enabled_by_the_alias() {
     assert_eq!(section.enabled, Some(false));
     assert_eq!(section.options["intent_deadline_ms"], 8000);
     assert_eq!(section.options["max_response_bytes"], 1_048_576);
+    assert_eq!(section.options["max_threads"], 50);
+    assert_eq!(section.options["max_message_mentions"], 50);
     let on = settings(&[("BUZZ_V1_ENABLED", "true")]).expect("alias");
     assert_eq!(on.plugins.get(NAME).and_then(|s| s.enabled), Some(true));
 }
@@ -31,6 +33,10 @@ fn bad_values_refuse_to_start() {
         ("BUZZ__PLUGINS__READ_STATE__INTENT_DEADLINE_MS", "0"),
         ("BUZZ__PLUGINS__READ_STATE__MAX_RESPONSE_BYTES", "10"),
         ("BUZZ__PLUGINS__READ_STATE__UNKNOWN_KEY", "1"),
+        ("BUZZ__PLUGINS__READ_STATE__MAX_THREADS", "0"),
+        ("BUZZ__PLUGINS__READ_STATE__MAX_THREADS", "201"),
+        ("BUZZ__PLUGINS__READ_STATE__MAX_MESSAGE_MENTIONS", "0"),
+        ("BUZZ__PLUGINS__READ_STATE__MAX_MESSAGE_MENTIONS", "2001"),
     ] {
         assert!(settings(&[(key, value)]).is_err(), "{key}={value} accepted");
     }

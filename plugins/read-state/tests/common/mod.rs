@@ -224,3 +224,80 @@ pub(crate) fn assert_api_error(answer: &Answer, status: u16, code: &str) {
         );
     }
 }
+
+/// The default community's row id.
+pub(crate) fn community_id(relay: &TestRelay) -> i64 {
+    relay.running().services.communities[0].id
+}
+
+#[derive(diesel::QueryableByName)]
+struct CountRow {
+    #[diesel(sql_type = diesel::sql_types::BigInt)]
+    v: i64,
+}
+
+/// `SELECT COUNT(*) AS v …` over the relay's database (either backend), for
+/// assertions on what the plugin stored.
+pub(crate) async fn count(relay: &TestRelay, sql: &str) -> i64 {
+    use diesel::RunQueryDsl;
+    let sql = sql.to_owned();
+    relay
+        .running()
+        .services
+        .store
+        .read(move |mut conn| {
+            let rows: Vec<CountRow> =
+                buzz_core::with_conn!(&mut conn, |c| diesel::sql_query(&sql).load(c))?;
+            Ok(rows.first().map_or(0, |r| r.v))
+        })
+        .await
+        .expect("count query")
+}
+
+/// What the plugin holds for `pubkey` (the console's reader, straight from storage).
+pub(crate) async fn frontiers_of(
+    relay: &TestRelay,
+    pubkey: &str,
+) -> buzz_read_state::ReaderFrontiers {
+    let (cid, pk) = (community_id(relay), pubkey.to_owned());
+    let skew = relay.settings.limits.max_clock_skew_secs;
+    relay
+        .running()
+        .services
+        .store
+        .read(move |mut conn| {
+            buzz_read_state::reader_frontiers(&mut conn, cid, &pk, now() * 1_000_000, skew)
+        })
+        .await
+        .expect("reader_frontiers")
+}
+
+impl User {
+    /// A private channel (`["private"]`); the creator is its owner.
+    pub(crate) async fn create_private_channel(&mut self, name: &str) -> String {
+        let id = uuid::Uuid::new_v4().to_string();
+        let tags = vec![tag(&["h", &id]), tag(&["name", name]), tag(&["private"])];
+        self.publish(self.keys.sign(9007, tags, "", now())).await;
+        id
+    }
+
+    /// Add `pubkey` to `channel` (kind 9000; the signer must manage the channel).
+    pub(crate) async fn add_member(&mut self, channel: &str, pubkey: &str) {
+        let tags = vec![tag(&["h", channel]), tag(&["p", pubkey])];
+        let nonce = uuid::Uuid::new_v4().to_string();
+        self.publish(self.keys.sign(9000, tags, &nonce, now()))
+            .await;
+    }
+
+    /// The sidebar row of `channel` with the next page of its threads after `cursor`
+    /// (`threads_cursor`), the raw answer.
+    pub(crate) async fn threads_page(&self, channel: &str, cursor: &str) -> Answer {
+        self.api
+            .get(&format!(
+                "/buzz/v1/me/sidebar?channel_ids={channel}&threads_cursor={}",
+                client::encode(cursor)
+            ))
+            .await
+            .expect("threads page")
+    }
+}
