@@ -21,11 +21,7 @@ use uuid::Uuid;
 impl Snapshot {
     /// Records the capture cannot lack while its header is there; one missing means it
     /// was partly evicted: reset.
-    pub(crate) async fn required(
-        &self,
-        id: &Uuid,
-        wanted: &[String],
-    ) -> Result<Vec<String>, Reason> {
+    async fn required(&self, id: &Uuid, wanted: &[String]) -> Result<Vec<String>, Reason> {
         let found = self.captures.records(&id.to_string(), wanted).await?;
         found
             .into_iter()
@@ -34,7 +30,7 @@ impl Snapshot {
     }
 
     /// The frozen scope of capture `id`, and its records named `extra`.
-    pub(crate) async fn frozen(
+    async fn frozen(
         &self,
         id: &Uuid,
         header: &Header,
