@@ -128,3 +128,32 @@ async fn a_tighter_bound_holds_inside_the_call_only() {
         .expect("write");
     relay.stop().await;
 }
+
+/// Every pooled session plans each execution with its own parameters: a statement
+/// prepared while the tables were empty must not keep that plan as they grow (with
+/// autovacuum off nothing would ever replace it). Read and writer sessions alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_plan_each_execution_for_its_parameters() {
+    let name = "sessions_plan_each_execution_for_its_parameters";
+    let Some(relay) = TestRelay::start(TestBackend::Postgres, name).await else {
+        return;
+    };
+    #[derive(diesel::QueryableByName)]
+    struct Setting {
+        #[diesel(sql_type = diesel::sql_types::Text)]
+        plan_cache_mode: String,
+    }
+    let mode = |conn: &mut Conn<'_>| -> Result<String, Reason> {
+        let rows: Vec<Setting> = buzz_core::with_conn!(conn, |c| diesel::sql_query(
+            "SELECT current_setting('plan_cache_mode') AS plan_cache_mode"
+        )
+        .load(c))?;
+        Ok(rows.into_iter().map(|r| r.plan_cache_mode).collect())
+    };
+    let store = relay.running().services.store.clone();
+    let read = store.read(move |mut conn| mode(&mut conn)).await;
+    assert_eq!(read.expect("read"), "force_custom_plan");
+    let written = store.write(move |conn| mode(conn)).await;
+    assert_eq!(written.expect("write"), "force_custom_plan");
+    relay.stop().await;
+}
