@@ -39,3 +39,70 @@ async fn core_alone_lists_what_core_implements() {
     );
     relay.stop().await;
 }
+
+/// A plugin that declares a NIP (and a channel kind), to see both reach the relay only
+/// while it is enabled.
+struct Declaring;
+
+struct DeclaringPlugin;
+
+impl buzz_core::plugin::Plugin for DeclaringPlugin {
+    fn name(&self) -> &'static str {
+        "declaring"
+    }
+}
+
+impl buzz_core::plugin::PluginManifest for Declaring {
+    const NAME: &'static str = "declaring";
+    const ENABLED_BY_DEFAULT: bool = true;
+    const SUPPORTED_NIPS: &'static [u32] = &[50, 1];
+    const CHANNEL_KINDS: &'static [u32] = &[45_999];
+    type Config = serde_json::Map<String, Value>;
+
+    fn build(
+        _config: Self::Config,
+        _services: &buzz_core::plugin::Services,
+    ) -> anyhow::Result<std::sync::Arc<dyn buzz_core::plugin::Plugin>> {
+        Ok(std::sync::Arc::new(DeclaringPlugin))
+    }
+}
+
+async fn with_declaring(enabled: bool, test: &str) -> Option<TestRelay> {
+    TestRelay::start_with(
+        TestBackend::Sqlite,
+        test,
+        move |s| {
+            let section = s.plugins.entry("declaring".into()).or_default();
+            section.enabled = Some(enabled);
+        },
+        vec![buzz_core::plugin::PluginEntry::of::<Declaring>()],
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn enabled_plugins_add_what_they_declare() {
+    let Some(relay) = with_declaring(true, "plugin_enabled").await else {
+        return;
+    };
+    let doc = nip11(&relay).await;
+    let mut want: Vec<u64> = CORE_NIPS.to_vec();
+    want.push(50);
+    want.sort_unstable();
+    assert_eq!(doc["supported_nips"], json!(want), "{doc}");
+    relay.stop().await;
+
+    let Some(relay) = with_declaring(false, "plugin_disabled").await else {
+        return;
+    };
+    let doc = nip11(&relay).await;
+    assert_eq!(doc["supported_nips"], json!(CORE_NIPS), "{doc}");
+    // A built plugin's channel kind needs AUTH whether or not the plugin runs.
+    let mut anon = relay.ws().await;
+    let text = anon
+        .req("k", vec![json!({"kinds": [45_999]})])
+        .await
+        .expect_err("a plugin's channel kind before AUTH");
+    assert!(text.starts_with("auth-required: "), "{text}");
+    relay.stop().await;
+}
