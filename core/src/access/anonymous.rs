@@ -11,14 +11,21 @@
 //! - it names a channel kind: messages, reactions, edits, channel administration, the
 //!   relay's group state (39000–39002) and every kind a built plugin declares
 //!   channel-scoped (its reserved kinds and its `CHANNEL_KINDS`);
-//! - it names no kinds at all — unless it names ids and every one of them is a stored
-//!   community-wide event. That lookup says nothing about channels: a channel event's id
-//!   and an id that is stored nowhere both get `auth-required:`.
+//! - it names no kinds but a `#d` that is channel-id shaped (a lowercase UUID: the `d` of
+//!   group state);
+//! - it names no kinds but ids, and not every one of them is a stored community-wide
+//!   event. That lookup says nothing about channels: a channel event's id and an id that
+//!   is stored nowhere both get `auth-required:`.
+//!
+//! Any other filter (kind 0, kind 1, `authors` alone, `#t`, ...) is served from the
+//! community-wide rows: events of public kinds that carry an `h` tag are channel data
+//! and are left out.
 //!
 //! In a community that is not open, nothing is readable anonymously.
 
 use super::AccessService;
 use crate::channels::kinds::{requires_channel, GROUP_STATE};
+use crate::channels::validate::is_lowercase_uuid;
 use crate::ctx::ConnCtx;
 use crate::error::Reason;
 use crate::filter::Filter;
@@ -65,15 +72,20 @@ impl AccessService {
         if let Some(kinds) = &filter.kinds {
             return Ok(kinds.iter().any(|k| self.is_channel_kind(*k)));
         }
-        let Some(ids) = filter.ids.clone().filter(|ids| !ids.is_empty()) else {
+        let names_a_channel_d = filter
+            .tags
+            .get("d")
+            .is_some_and(|values| values.iter().any(|v| is_lowercase_uuid(v)));
+        if names_a_channel_d {
             return Ok(true);
+        }
+        let Some(ids) = filter.ids.clone().filter(|ids| !ids.is_empty()) else {
+            return Ok(false);
         };
-        let (community, now) = (ctx.community_id(), self.clock.now_secs());
+        let community = ctx.community_id();
         let all_public = self
             .store
-            .read(move |mut conn| {
-                crate::store::all_community_wide(&mut conn, community, &ids, now)
-            })
+            .read(move |mut conn| crate::store::all_community_wide(&mut conn, community, &ids))
             .await?;
         Ok(!all_public)
     }

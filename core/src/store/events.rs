@@ -296,21 +296,19 @@ pub fn replace_relay_event(
     insert_event(conn, community_id, event, channel_id, received_at)
 }
 
-/// Are all of `ids` stored, live community-wide events of `community_id` — no channel,
-/// not deleted, not expired at `now`? (What an unauthenticated reader may look up by id.)
+/// Are all of `ids` stored community-wide events of `community_id` (no channel; deleted
+/// or expired ones too — those are then simply not served)? What an unauthenticated
+/// reader may look up by id: a channel event's id answers like an unknown one.
 pub fn all_community_wide(
     conn: &mut Conn<'_>,
     community_id: i64,
     ids: &[String],
-    now: i64,
 ) -> Result<bool, Reason> {
     let wanted: std::collections::HashSet<&String> = ids.iter().collect();
     let found: i64 = with_conn!(conn, |c| events::table
         .filter(events::community_id.eq(community_id))
         .filter(events::id.eq_any(ids))
         .filter(events::channel_id.is_null())
-        .filter(events::deleted_at.is_null())
-        .filter(events::expires_at.is_null().or(events::expires_at.gt(now)))
         .count()
         .get_result(c))?;
     Ok(usize::try_from(found).is_ok_and(|n| n == wanted.len()))
