@@ -24,6 +24,10 @@ async fn node_clients_against_the_relay() {
         .expect("sqlite relay");
     let run = tokio::process::Command::new("node")
         .arg("--test")
+        // A check that hangs fails on its own instead of holding the run; open client
+        // sockets do not keep the process alive once every check has finished.
+        .arg("--test-timeout=20000")
+        .arg("--test-force-exit")
         .args(SUITES)
         .current_dir(&dir)
         .env("BUZZ_RELAY_URL", format!("ws://{}", relay.addr))
