@@ -225,7 +225,11 @@ impl QueryService {
 
     /// The caller's read scope for `filters`: filters that all name their channels need
     /// decisions on those alone.
-    async fn scope_of(&self, ctx: &ConnCtx, filters: &[Filter]) -> Result<crate::store::Scope, Reason> {
+    async fn scope_of(
+        &self,
+        ctx: &ConnCtx,
+        filters: &[Filter],
+    ) -> Result<crate::store::Scope, Reason> {
         let named: Option<Vec<String>> = filters
             .iter()
             .map(|f| f.channels().map(<[String]>::to_vec))

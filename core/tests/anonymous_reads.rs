@@ -48,7 +48,10 @@ async fn create_channel(ws: &mut WsClient, keys: &Keys, private: bool) -> String
 async fn closed(ws: &mut WsClient, filter: &Value) -> String {
     match ws.req(&fresh_sub(), vec![filter.clone()]).await {
         Err(text) => text,
-        Ok(events) => panic!("{filter} was answered with {} events and EOSE", events.len()),
+        Ok(events) => panic!(
+            "{filter} was answered with {} events and EOSE",
+            events.len()
+        ),
     }
 }
 
@@ -93,9 +96,7 @@ async fn channel_data_before_auth_is_auth_required_then_served(backend: TestBack
         .await
         .expect("kinds 39000 after AUTH");
     assert!(
-        groups
-            .iter()
-            .any(|e| e.tag_value("d") == Some(ch.as_str())),
+        groups.iter().any(|e| e.tag_value("d") == Some(ch.as_str())),
         "the open channel's 39000 is listed after AUTH: {groups:?}"
     );
     let by_d = lazy

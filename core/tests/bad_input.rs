@@ -638,7 +638,10 @@ async fn req_answer_larger_than_the_outbound_queue_is_delivered() {
         assert!(ws.publish(&event).await.0, "event {i} accepted");
     }
     let got = ws
-        .req("many", vec![json!({"kinds": [1], "#t": ["many"], "limit": 40})])
+        .req(
+            "many",
+            vec![json!({"kinds": [1], "#t": ["many"], "limit": 40})],
+        )
         .await
         .expect("the whole answer, then EOSE");
     assert_eq!(got.len(), 40);

@@ -61,7 +61,10 @@ async fn counts_what_req_returns(backend: TestBackend, name: &str) {
         ok(&mut ws, &alice, 9, vec![tag(&["h", &ch])]).await;
     }
     let mine = json!({"kinds": [1], "authors": [alice.pubkey()]});
-    assert_eq!(count_of(ws.count("c1", vec![mine.clone()]).await.expect("COUNT")), 3);
+    assert_eq!(
+        count_of(ws.count("c1", vec![mine.clone()]).await.expect("COUNT")),
+        3
+    );
     // Several filters are OR'd: an event matched twice counts once.
     let overlapping = vec![
         json!({"ids": [notes[0].id, notes[1].id]}),
@@ -74,13 +77,22 @@ async fn counts_what_req_returns(backend: TestBackend, name: &str) {
     assert_eq!(ws.req("r2", overlapping).await.expect("REQ").len(), 3);
     // `limit` bounds what REQ returns, not what COUNT counts.
     let limited = json!({"kinds": [1], "authors": [alice.pubkey()], "limit": 1});
-    assert_eq!(count_of(ws.count("c3", vec![limited]).await.expect("COUNT")), 3);
+    assert_eq!(
+        count_of(ws.count("c3", vec![limited]).await.expect("COUNT")),
+        3
+    );
     // Channel messages, as the member sees them.
     let channel = json!({"kinds": [9], "#h": [ch]});
-    assert_eq!(count_of(ws.count("c4", vec![channel]).await.expect("COUNT")), 2);
+    assert_eq!(
+        count_of(ws.count("c4", vec![channel]).await.expect("COUNT")),
+        2
+    );
     // A deleted note no longer counts.
     ok(&mut ws, &alice, 5, vec![tag(&["e", &notes[0].id])]).await;
-    assert_eq!(count_of(ws.count("c5", vec![mine]).await.expect("COUNT")), 2);
+    assert_eq!(
+        count_of(ws.count("c5", vec![mine]).await.expect("COUNT")),
+        2
+    );
     relay.stop().await;
 }
 
@@ -132,7 +144,11 @@ async fn anonymous_channel_counts_are_auth_required(backend: TestBackend, name: 
     ok(&mut writer, &alice, 1, vec![]).await;
     let ch = create_channel(&mut writer, &alice, false).await;
     let mut anon = relay.ws().await;
-    for filter in [json!({"kinds": [9]}), json!({"#h": [ch]}), json!({"kinds": [39000]})] {
+    for filter in [
+        json!({"kinds": [9]}),
+        json!({"#h": [ch]}),
+        json!({"kinds": [39000]}),
+    ] {
         let text = anon
             .count("a", vec![filter.clone()])
             .await
@@ -141,7 +157,10 @@ async fn anonymous_channel_counts_are_auth_required(backend: TestBackend, name: 
     }
     // Public data is counted anonymously.
     let public = anon
-        .count("p", vec![json!({"kinds": [1], "authors": [alice.pubkey()]})])
+        .count(
+            "p",
+            vec![json!({"kinds": [1], "authors": [alice.pubkey()]})],
+        )
         .await
         .expect("COUNT");
     assert_eq!(public, json!({"count": 1}));
@@ -193,7 +212,9 @@ async fn neg_open_is_answered_neg_err_at_once(backend: TestBackend, name: &str) 
         assert!(reason.starts_with("blocked: "), "{reason}");
         assert!(started.elapsed() < Duration::from_secs(2));
         // A NEG-MSG for that id is an error too, never silence; NEG-CLOSE is quiet.
-        ws.send(&json!(["NEG-MSG", "neg1", "61"])).await.expect("send");
+        ws.send(&json!(["NEG-MSG", "neg1", "61"]))
+            .await
+            .expect("send");
         let answer = ws
             .recv_where(|v| v[1] == "neg1" || v[0] == "NOTICE")
             .await

@@ -80,8 +80,14 @@ async fn events_vanish_from_every_read_when_they_expire(backend: TestBackend, na
     };
 
     // Before expiry: served everywhere.
-    assert_eq!(ws.req("a", vec![notes.clone()]).await.expect("REQ").len(), 2);
-    assert_eq!(ws.req("b", vec![chats.clone()]).await.expect("REQ").len(), 1);
+    assert_eq!(
+        ws.req("a", vec![notes.clone()]).await.expect("REQ").len(),
+        2
+    );
+    assert_eq!(
+        ws.req("b", vec![chats.clone()]).await.expect("REQ").len(),
+        1
+    );
     assert_eq!(
         ws.count("c", vec![notes.clone(), chats.clone()]).await,
         Ok(json!({"count": 3}))
@@ -97,7 +103,8 @@ async fn events_vanish_from_every_read_when_they_expire(backend: TestBackend, na
     );
     assert_eq!(ws.req("e", vec![chats.clone()]).await, Ok(Vec::new()));
     assert_eq!(
-        ws.req("f", vec![json!({"ids": [fleeting.id, chat.id]})]).await,
+        ws.req("f", vec![json!({"ids": [fleeting.id, chat.id]})])
+            .await,
         Ok(Vec::new())
     );
     assert_eq!(

@@ -57,14 +57,28 @@ async fn a_channel_needs_no_name(backend: TestBackend, name: &str) {
     // Messages work at once; a 9002 names it later.
     assert!(send(&mut ws, &alice, 9, vec![tag(&["h", &ch])]).await.0);
     assert_eq!(
-        send(&mut ws, &alice, 9002, vec![tag(&["h", &ch]), tag(&["name", "Pizza"])]).await,
+        send(
+            &mut ws,
+            &alice,
+            9002,
+            vec![tag(&["h", &ch]), tag(&["name", "Pizza"])]
+        )
+        .await,
         (true, String::new())
     );
-    assert_eq!(metadata(&mut ws, &ch).await.tag_value("name"), Some("Pizza"));
+    assert_eq!(
+        metadata(&mut ws, &ch).await.tag_value("name"),
+        Some("Pizza")
+    );
     // An explicitly empty name is still refused: it names nothing.
     let other = uuid::Uuid::new_v4().to_string();
-    let (accepted, message) =
-        send(&mut ws, &alice, 9007, vec![tag(&["h", &other]), tag(&["name", " "])]).await;
+    let (accepted, message) = send(
+        &mut ws,
+        &alice,
+        9007,
+        vec![tag(&["h", &other]), tag(&["name", " "])],
+    )
+    .await;
     assert!(!accepted && message.starts_with("invalid: "), "{message}");
     relay.stop().await;
 }
@@ -118,7 +132,10 @@ async fn a_member_joining_again_is_a_duplicate(backend: TestBackend, name: &str)
         .req(&fresh_sub(), vec![json!({"kinds": [39002], "#d": [open]})])
         .await
         .expect("members");
-    assert_eq!(members_before, members_after, "a duplicate join changes nothing");
+    assert_eq!(
+        members_before, members_after,
+        "a duplicate join changes nothing"
+    );
     // The owner of a private channel is a member too.
     let (accepted, message) = send(&mut a, &alice, 9021, vec![tag(&["h", &private])]).await;
     assert!(!accepted && message.starts_with("duplicate: "), "{message}");
@@ -134,7 +151,16 @@ async fn leaving_issues_the_relays_removal(backend: TestBackend, name: &str) {
     let mut a = authed(&relay, &alice).await;
     let mut b = authed(&relay, &bob).await;
     let ch = uuid::Uuid::new_v4().to_string();
-    assert!(send(&mut a, &alice, 9007, vec![tag(&["h", &ch]), tag(&["name", "x"])]).await.0);
+    assert!(
+        send(
+            &mut a,
+            &alice,
+            9007,
+            vec![tag(&["h", &ch]), tag(&["name", "x"])]
+        )
+        .await
+        .0
+    );
     assert!(send(&mut b, &bob, 9021, vec![tag(&["h", &ch])]).await.0);
     a.req("removals", vec![json!({"kinds": [9001], "#h": [ch]})])
         .await

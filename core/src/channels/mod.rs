@@ -90,13 +90,22 @@ pub fn apply(
             }
             state::set_member(conn, cid, ch, &event.pubkey, "member", now)?;
             let mut produced = refresh(conn, ch, Changed::Members)?;
-            produced.extend(membership_record(conn, wctx, relay_keys, ADD_MEMBER, ch, event)?);
+            produced.extend(membership_record(
+                conn, wctx, relay_keys, ADD_MEMBER, ch, event,
+            )?);
             Ok(produced)
         }
         LEAVE => {
             state::remove_member(conn, cid, ch, &event.pubkey)?;
             let mut produced = refresh(conn, ch, Changed::Members)?;
-            produced.extend(membership_record(conn, wctx, relay_keys, REMOVE_MEMBER, ch, event)?);
+            produced.extend(membership_record(
+                conn,
+                wctx,
+                relay_keys,
+                REMOVE_MEMBER,
+                ch,
+                event,
+            )?);
             Ok(produced)
         }
         DELETE_CHANNEL => {
@@ -152,14 +161,16 @@ fn membership_record(
         wctx.now_micros,
     )?;
     // The same record in the same second (join, leave, join) is already stored.
-    Ok(matches!(outcome, crate::store::InsertOutcome::Stored { .. }).then(|| {
-        Arc::new(StoredEvent {
-            event: record,
-            community_id: wctx.community_id,
-            channel: Some(channel.to_owned()),
-            received_at: wctx.now_micros,
-        })
-    }))
+    Ok(
+        matches!(outcome, crate::store::InsertOutcome::Stored { .. }).then(|| {
+            Arc::new(StoredEvent {
+                event: record,
+                community_id: wctx.community_id,
+                channel: Some(channel.to_owned()),
+                received_at: wctx.now_micros,
+            })
+        }),
+    )
 }
 
 /// Whether [`apply`] for `event` reads no event rows but the ones `event` names in its

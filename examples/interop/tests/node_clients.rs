@@ -14,7 +14,8 @@ const SUITES: [&str; 2] = ["test/nostr-tools.test.mjs", "test/ndk.test.mjs"];
 async fn node_clients_against_the_relay() {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../node-clients");
     if !dir.join("node_modules").is_dir() {
-        let why = "examples/node-clients/node_modules is missing (npm ci --prefix examples/node-clients)";
+        let why =
+            "examples/node-clients/node_modules is missing (npm ci --prefix examples/node-clients)";
         assert!(std::env::var_os("CI").is_none(), "CI is set but {why}");
         println!("skipped: node_clients_against_the_relay: {why}");
         return;
@@ -41,6 +42,10 @@ async fn node_clients_against_the_relay() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     println!("{stdout}");
     eprintln!("{stderr}");
-    assert!(output.status.success(), "node suites failed: {}", output.status);
+    assert!(
+        output.status.success(),
+        "node suites failed: {}",
+        output.status
+    );
     relay.stop().await;
 }

@@ -46,10 +46,7 @@ async fn connecting(relay: &TestRelay, keys: &Keys) -> Client {
         .signer(keys.clone())
         .opts(ClientOptions::new().automatic_authentication(true))
         .build();
-    client
-        .add_relay(relay_url(relay))
-        .await
-        .expect("add relay");
+    client.add_relay(relay_url(relay)).await.expect("add relay");
     client.connect().await;
     client
 }
@@ -124,8 +121,8 @@ async fn nip29_group_flow(backend: TestBackend, name: &str) {
     let Some(relay) = TestRelay::start(backend, name).await else {
         return;
     };
-    let relay_pk = PublicKey::from_hex(relay.running().services.relay_keys.pubkey())
-        .expect("relay key");
+    let relay_pk =
+        PublicKey::from_hex(relay.running().services.relay_keys.pubkey()).expect("relay key");
     let (alice_keys, bob_keys) = (Keys::generate(), Keys::generate());
     let alice = client(&relay, &alice_keys).await;
     let bob = client(&relay, &bob_keys).await;
@@ -166,7 +163,10 @@ async fn nip29_group_flow(backend: TestBackend, name: &str) {
     .await
     .expect("the relay's 9001 arrives");
     assert_eq!(removal.pubkey, relay_pk);
-    assert!(removal.tags.public_keys().any(|p| *p == bob_keys.public_key()));
+    assert!(removal
+        .tags
+        .public_keys()
+        .any(|p| *p == bob_keys.public_key()));
 
     // Group state signed by the relay key, as nip29 loaders filter it.
     let metadata = alice
@@ -213,7 +213,10 @@ async fn count_events_within_access(backend: TestBackend, name: &str) {
                 .await
         }
     };
-    assert_eq!(count(alice.clone(), filter.clone()).await.expect("count"), 3);
+    assert_eq!(
+        count(alice.clone(), filter.clone()).await.expect("count"),
+        3
+    );
     // Bob is not a member: the private channel counts like an empty one.
     assert_eq!(count(bob.clone(), filter).await.expect("count"), 0);
     relay.stop().await;

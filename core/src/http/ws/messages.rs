@@ -26,7 +26,10 @@ pub(crate) enum ClientMessage {
     Auth(Value),
     /// A verb NIP-01 does not define (NIP-77's `NEG-*`, say): served by a plugin that
     /// declares it, else answered by core (`mod.rs`). The whole message, verb first.
-    Other { verb: String, message: Vec<Value> },
+    Other {
+        verb: String,
+        message: Vec<Value>,
+    },
 }
 
 pub(crate) fn parse(text: &str) -> Result<ClientMessage, Reason> {
