@@ -51,6 +51,7 @@ test('NDK\'s default group id is refused, saying the relay takes lowercase UUIDs
   await assert.rejects(within(5000, 'createGroup', group.createGroup()), (err) => {
     const text = [err.message, ...[...(err.errors?.values?.() ?? [])].map((e) => e.message)].join(' ')
     assert.match(text, /lowercase UUID/, text)
+    assert.match(text, /8-4-4-4-12/, text)
     return true
   })
 })

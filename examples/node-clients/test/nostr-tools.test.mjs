@@ -82,6 +82,7 @@ test('a non-UUID group id is refused in words that say what to send', async () =
     const text = String(err.message ?? err)
     assert.match(text, /^invalid: /)
     assert.match(text, /lowercase UUID/)
+    assert.match(text, /8-4-4-4-12/, text)
     return true
   })
 })
