@@ -17,6 +17,17 @@ use crate::plugin::{Plugin, Services, Tx, WriteCtx};
 use crate::store::InsertOutcome;
 use std::sync::Arc;
 
+/// NIP-40: an event whose `expiration` has passed is dropped on arrival (a malformed tag
+/// is refused too: the relay could not honour it).
+fn refuse_expired(event: &Event, now: i64) -> Result<(), Reason> {
+    match event.expiration()? {
+        Some(at) if at <= now => Err(Reason::invalid(format!(
+            "this event expired at {at} (NIP-40 expiration tag); it is not stored"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// Outcome of an accepted event: the text for `OK true` (empty, or `duplicate: …`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Accepted {
@@ -93,6 +104,7 @@ impl Ingest {
     ) -> Result<Accepted, Reason> {
         let now = self.services.clock.now_micros();
         self.limits.check(&event, now.div_euclid(1_000_000))?;
+        refuse_expired(&event, now.div_euclid(1_000_000))?;
         if self.is_resubmission(ctx, &event).await? {
             return Ok(Accepted {
                 message: "duplicate: already have this event".into(),

@@ -20,6 +20,7 @@ pub mod keys;
 pub mod live;
 pub mod metrics;
 pub mod nip86;
+pub mod nips;
 pub mod plugin;
 pub mod query;
 pub mod redis_link;

@@ -22,7 +22,7 @@ use crate::error::Reason;
 use crate::event::Event;
 use crate::filter::Filter;
 use crate::plugin::{Plugin, QueryAnswer, Services};
-use crate::store::query_keys;
+use crate::store::{count_matching, query_keys};
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -137,15 +137,10 @@ impl QueryService {
         let limits = &self.services.settings.limits;
         let mut stored = StoredAnswer::empty(self.services.store.clone());
         if !standard.is_empty() {
-            // Filters that all name their channels need decisions on those alone.
-            let named: Option<Vec<String>> = standard
-                .iter()
-                .map(|f| f.channels().map(<[String]>::to_vec))
-                .collect::<Option<Vec<_>>>()
-                .map(|lists| lists.concat());
-            let scope = self.services.access.scope_for(ctx, named).await?;
+            let scope = self.scope_of(ctx, &standard).await?;
             let community_id = scope.community_id;
             let max_limit = limits.max_limit;
+            let now = self.services.clock.now_secs();
             let jobs: Vec<(Filter, u64)> = standard
                 .iter()
                 .map(|f| (f.clone(), f.limit.unwrap_or(max_limit).min(max_limit)))
@@ -156,7 +151,7 @@ impl QueryService {
                 .read(move |mut conn| {
                     let mut all = Vec::new();
                     for (filter, limit) in &jobs {
-                        all.extend(query_keys(&mut conn, &scope, filter, *limit)?);
+                        all.extend(query_keys(&mut conn, &scope, filter, *limit, now)?);
                     }
                     Ok(all)
                 })
@@ -195,6 +190,52 @@ impl QueryService {
             }
         }
         Ok(result)
+    }
+}
+
+impl QueryService {
+    /// NIP-45 `COUNT`: the same checks as a REQ ([`Self::prepare`]: bounds, core's access
+    /// rules — `auth-required:` for channel data before AUTH — and plugins' filter rules),
+    /// then the number of distinct events the filters match within the caller's read
+    /// scope, so a channel the caller cannot read counts like one that does not exist.
+    /// Filters a plugin claims are refused: their answers are not plain event sets.
+    /// Counted in the relay's metrics like a query.
+    pub async fn count(&self, ctx: &ConnCtx, filters: Vec<Filter>) -> Result<u64, Reason> {
+        let started = std::time::Instant::now();
+        let outcome = self.count_checked(ctx, filters).await;
+        self.services.metrics.queried(started, &outcome);
+        outcome
+    }
+
+    async fn count_checked(&self, ctx: &ConnCtx, filters: Vec<Filter>) -> Result<u64, Reason> {
+        let Prepared { standard, claimed } = self.prepare_checked(ctx, filters).await?;
+        if !claimed.is_empty() {
+            return Err(Reason::invalid(
+                "COUNT takes plain NIP-01 filters; this one has extension fields that only \
+                 REQ or POST /query answer",
+            ));
+        }
+        let scope = self.scope_of(ctx, &standard).await?;
+        let now = self.services.clock.now_secs();
+        self.services
+            .store
+            .read(move |mut conn| count_matching(&mut conn, &scope, &standard, now))
+            .await
+    }
+
+    /// The caller's read scope for `filters`: filters that all name their channels need
+    /// decisions on those alone.
+    async fn scope_of(
+        &self,
+        ctx: &ConnCtx,
+        filters: &[Filter],
+    ) -> Result<crate::store::Scope, Reason> {
+        let named: Option<Vec<String>> = filters
+            .iter()
+            .map(|f| f.channels().map(<[String]>::to_vec))
+            .collect::<Option<Vec<_>>>()
+            .map(|lists| lists.concat());
+        self.services.access.scope_for(ctx, named).await
     }
 }
 

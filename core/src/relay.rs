@@ -136,6 +136,7 @@ impl RelayBuilder {
         }
 
         let access = AccessService::new(store.clone(), policy, self.clock.clone());
+        access.declare_plugin_channel_kinds(self.catalog.channel_kinds());
         access.follow(&bus);
         let metrics = Arc::new(Metrics::new(
             store.writer_metrics(),
@@ -159,6 +160,7 @@ impl RelayBuilder {
         };
 
         let mut plugins: Vec<Arc<dyn Plugin>> = Vec::new();
+        let mut plugin_nips: Vec<&'static [u32]> = Vec::new();
         let mut routes = Vec::new();
         for entry in self.catalog.entries() {
             let section = settings.plugin(entry.name);
@@ -182,6 +184,7 @@ impl RelayBuilder {
             tracing::info!(plugin = entry.name, "plugin enabled");
             routes.extend(mounted);
             plugins.push(plugin);
+            plugin_nips.push(entry.supported_nips);
         }
         let plugins: Arc<[Arc<dyn Plugin>]> = plugins.into();
 
@@ -194,6 +197,7 @@ impl RelayBuilder {
             query: QueryService::new(services.clone(), plugins.clone()),
             services: services.clone(),
             plugins: plugins.clone(),
+            supported_nips: crate::nips::supported(plugin_nips),
             communities: Communities::new(&communities),
             replay,
             bodies: Bodies::new(&settings.limits),

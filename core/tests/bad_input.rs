@@ -70,7 +70,8 @@ async fn next_live(ws: &mut WsClient) -> Value {
 
 /// The connection still answers a REQ (it was not dropped over a bad message).
 async fn assert_alive(ws: &mut WsClient) {
-    ws.req("alive", vec![json!({"limit": 0})])
+    // Kind 1: readable before AUTH (a filter that could match channel data is not).
+    ws.req("alive", vec![json!({"kinds": [1], "limit": 0})])
         .await
         .expect("connection still serves REQ");
 }
@@ -302,7 +303,8 @@ async fn malformed_messages_get_invalid_notice() {
         "42",
         "[]",
         "[1, 2]",
-        "[\"COUNT\", \"s\", {}]",
+        // COUNT is NIP-45 now; one without a query id is still malformed.
+        "[\"COUNT\"]",
         "[\"HELLO\"]",
         "[\"EVENT\"]",
         "[\"CLOSE\"]",
@@ -493,11 +495,19 @@ async fn channel_reads_need_auth(backend: TestBackend, name: &str) {
         .expect_err("unauthenticated #h is CLOSED");
     assert!(err.starts_with("auth-required:"), "{err}");
 
-    // Live: an anonymous and an authenticated subscriber to kind 9 (and to kind 1, for
-    // a community-wide marker event).
+    // Any filter that could match channel data is refused before AUTH (kind 9 here),
+    // never answered with a silent empty EOSE.
+    let err = anon
+        .req("k9", vec![json!({"kinds": [9]})])
+        .await
+        .expect_err("unauthenticated kind 9 is CLOSED");
+    assert!(err.starts_with("auth-required:"), "{err}");
+
+    // Live: an anonymous subscriber to kind 1 (a community-wide marker event) and an
+    // authenticated one to kinds 9 and 1.
     let live = vec![json!({"kinds": [9]}), json!({"kinds": [1]})];
     assert!(anon
-        .req("live", live.clone())
+        .req("live", vec![json!({"kinds": [1]})])
         .await
         .expect("REQ")
         .is_empty());
@@ -517,11 +527,11 @@ async fn channel_reads_need_auth(backend: TestBackend, name: &str) {
 
     // Stored reads: same rule.
     let mut fresh = relay.ws().await;
-    let got = fresh
+    let err = fresh
         .req("q", vec![json!({"kinds": [9]})])
         .await
-        .expect("REQ");
-    assert!(got.is_empty(), "anonymous kind-9 REQ returned {got:?}");
+        .expect_err("anonymous kind-9 REQ is CLOSED");
+    assert!(err.starts_with("auth-required:"), "{err}");
     let got = member
         .req("q", vec![json!({"kinds": [9]})])
         .await
@@ -628,7 +638,10 @@ async fn req_answer_larger_than_the_outbound_queue_is_delivered() {
         assert!(ws.publish(&event).await.0, "event {i} accepted");
     }
     let got = ws
-        .req("many", vec![json!({"#t": ["many"], "limit": 40})])
+        .req(
+            "many",
+            vec![json!({"kinds": [1], "#t": ["many"], "limit": 40})],
+        )
         .await
         .expect("the whole answer, then EOSE");
     assert_eq!(got.len(), 40);
@@ -673,7 +686,7 @@ async fn slow_reader_is_disconnected_and_relay_stays_healthy() {
     assert_eq!(writer.publish(&last).await, (true, String::new()));
     let mut fresh = relay.ws().await;
     let got = fresh
-        .req("after", vec![json!({"#t": ["after"]})])
+        .req("after", vec![json!({"kinds": [1], "#t": ["after"]})])
         .await
         .expect("REQ");
     assert_eq!(got, vec![last]);

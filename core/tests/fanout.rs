@@ -71,6 +71,9 @@ async fn fanout_delivers_exactly_the_matching_events(backend: TestBackend, name:
         ("all", vec![json!({})]),
     ];
     let mut ws = relay.ws().await;
+    // Authenticated: an ids filter naming ids that are stored nowhere is refused
+    // `auth-required:` before AUTH (it could name channel events).
+    assert_eq!(ws.auth(&Keys::generate()).await, (true, String::new()));
     for (id, filters) in &subs {
         // limit 0: only live events matter here.
         let filters = filters

@@ -588,7 +588,9 @@ async fn communities_are_isolated(backend: TestBackend, name: &str) {
     );
 
     // Stored: each host sees only its own, over WS and HTTP.
-    let by_id = |e: &Event| json!({"ids": [e.id]});
+    // With its kind: before AUTH, ids alone that are not this community's public events
+    // are `auth-required:` (they might be channel events), which would hide nothing here.
+    let by_id = |e: &Event| json!({"ids": [e.id], "kinds": [e.kind]});
     assert!(stored(&mut remote, by_id(&here)).await.is_empty());
     assert!(stored(&mut local, by_id(&there)).await.is_empty());
     let http = relay.http().with_host(&other_host);

@@ -173,9 +173,10 @@ async fn unreadable_channels_read_as_missing_to_join_and_create(backend: TestBac
         carol.refusal(9007, create(&private)).await,
         "duplicate: channel already exists"
     );
+    // NIP-29: a member's join is a duplicate, whatever the channel's join rules.
     assert_eq!(
         carol.refusal(9021, vec![tag(&["h", &private])]).await,
-        "restricted: channel is private"
+        "duplicate: already a member of this channel"
     );
     relay.stop().await;
 }

@@ -10,6 +10,7 @@
 //! access-changing event is stored, here or in another relay process.
 
 mod actions;
+mod anonymous;
 mod authority;
 mod cache;
 mod changes;
@@ -23,7 +24,6 @@ use crate::community::Community;
 use crate::ctx::ConnCtx;
 use crate::error::Reason;
 use crate::event::{Event, StoredEvent};
-use crate::filter::Filter;
 use crate::live::LiveBus;
 use crate::store::{channel_state, Scope, Store};
 use buzz_policy::{DenyKind, PolicyEngine, Verdict, WriteRequest};
@@ -50,6 +50,8 @@ pub struct AccessService {
     me: std::sync::Weak<AccessService>,
     /// Policy verdicts per entry point, registered by the relay's `Metrics`.
     metrics: crate::metrics::PolicyMetrics,
+    /// Kinds built plugins declare always channel-scoped (`anonymous.rs`).
+    plugin_channel_kinds: std::sync::OnceLock<Vec<u32>>,
 }
 
 fn verdict(result: Result<Verdict, buzz_policy::PolicyError>) -> Result<(), Reason> {
@@ -80,6 +82,7 @@ impl AccessService {
             refreshing: tokio::sync::Mutex::new(()),
             me: me.clone(),
             metrics: Default::default(),
+            plugin_channel_kinds: std::sync::OnceLock::new(),
         })
     }
 
@@ -254,6 +257,13 @@ impl AccessService {
         let now = self.clock.now_secs();
         let person = self.person(&ctx.community, Some(&event.pubkey)).await?;
         let channel_id = event.channel_id();
+        // NIP-29: a member's join is a `duplicate:` whatever the channel's rules (a
+        // private channel refuses joins); only a member learns anything from it.
+        if event.kind == crate::channels::kinds::JOIN
+            && channel_id.is_some_and(|ch| person.channels.contains_key(ch))
+        {
+            return Err(Reason::Duplicate(crate::channels::ALREADY_MEMBER.into()));
+        }
         let channel = match channel_id {
             Some(id) => {
                 let table = self.channels(ctx.community.id).await?;
@@ -272,17 +282,6 @@ impl AccessService {
         let outcome = verdict(policy.check_write(&req));
         self.metrics.record("can_write", &outcome);
         outcome
-    }
-
-    /// May `ctx` run this filter at all? A filter that names channels needs
-    /// authentication (the caller learns nothing about the channels themselves).
-    pub async fn check_filter(&self, ctx: &ConnCtx, filter: &Filter) -> Result<(), Reason> {
-        if filter.channels().is_some() && !ctx.is_authenticated() {
-            return Err(Reason::AuthRequired(
-                "channel-scoped data requires authentication".into(),
-            ));
-        }
-        Ok(())
     }
 
     /// May the holder of `scope` receive this live event?

@@ -35,7 +35,11 @@ pub fn refresh(
     let d = vec!["d".to_owned(), channel_id.to_owned()];
     let mut docs: Vec<Event> = Vec::new();
     if matches!(changed, Changed::Metadata | Changed::All) {
-        let mut tags = vec![d.clone(), vec!["name".into(), channel.name.clone()]];
+        let mut tags = vec![d.clone()];
+        // Unnamed until a 9002 names it (NIP-29 needs no name to create).
+        if !channel.name.is_empty() {
+            tags.push(vec!["name".into(), channel.name.clone()]);
+        }
         if !channel.about.is_empty() {
             tags.push(vec!["about".into(), channel.about.clone()]);
         }

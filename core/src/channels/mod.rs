@@ -84,14 +84,29 @@ pub fn apply(
             refresh(conn, ch, Changed::Members)
         }
         JOIN => {
-            if state::member_role(conn, cid, ch, &event.pubkey)?.is_none() {
-                state::set_member(conn, cid, ch, &event.pubkey, "member", now)?;
+            // NIP-29: a join by a member is refused with `duplicate:` (and changes nothing).
+            if state::member_role(conn, cid, ch, &event.pubkey)?.is_some() {
+                return Err(Reason::Duplicate(ALREADY_MEMBER.into()));
             }
-            refresh(conn, ch, Changed::Members)
+            state::set_member(conn, cid, ch, &event.pubkey, "member", now)?;
+            let mut produced = refresh(conn, ch, Changed::Members)?;
+            produced.extend(membership_record(
+                conn, wctx, relay_keys, ADD_MEMBER, ch, event,
+            )?);
+            Ok(produced)
         }
         LEAVE => {
             state::remove_member(conn, cid, ch, &event.pubkey)?;
-            refresh(conn, ch, Changed::Members)
+            let mut produced = refresh(conn, ch, Changed::Members)?;
+            produced.extend(membership_record(
+                conn,
+                wctx,
+                relay_keys,
+                REMOVE_MEMBER,
+                ch,
+                event,
+            )?);
+            Ok(produced)
         }
         DELETE_CHANNEL => {
             state::delete_channel(conn, cid, ch, now)?;
@@ -115,6 +130,47 @@ pub fn apply(
         }
         _ => Ok(Vec::new()),
     }
+}
+
+/// What a member joining again is told (also by the access service, before any policy).
+pub const ALREADY_MEMBER: &str = "already a member of this channel";
+
+/// The relay's own 9000 after a join, or 9001 after a leave, naming the member: NIP-29
+/// clients read membership from the latest of these ("the relay will automatically
+/// issue a kind:9001 in response"). Stored in the request's transaction, scoped to the
+/// channel; delivered live after the commit like the group state.
+fn membership_record(
+    conn: &mut Conn<'_>,
+    wctx: &WriteCtx,
+    relay_keys: &Keys,
+    kind: u32,
+    channel: &str,
+    request: &Event,
+) -> Result<Option<Arc<StoredEvent>>, Reason> {
+    let mut p = vec!["p".to_owned(), request.pubkey.clone()];
+    if kind == ADD_MEMBER {
+        p.push("member".to_owned());
+    }
+    let tags = vec![vec!["h".to_owned(), channel.to_owned()], p];
+    let record = relay_keys.sign(kind, tags, "", wctx.now_micros.div_euclid(1_000_000));
+    let outcome = crate::store::insert_event(
+        conn,
+        wctx.community_id,
+        &record,
+        Some(channel),
+        wctx.now_micros,
+    )?;
+    // The same record in the same second (join, leave, join) is already stored.
+    Ok(
+        matches!(outcome, crate::store::InsertOutcome::Stored { .. }).then(|| {
+            Arc::new(StoredEvent {
+                event: record,
+                community_id: wctx.community_id,
+                channel: Some(channel.to_owned()),
+                received_at: wctx.now_micros,
+            })
+        }),
+    )
 }
 
 /// Whether [`apply`] for `event` reads no event rows but the ones `event` names in its

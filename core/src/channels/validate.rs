@@ -21,6 +21,17 @@ pub fn is_lowercase_uuid(v: &str) -> bool {
         })
 }
 
+/// Why `id` cannot name a new channel, in words a client author can act on: NIP-CW and
+/// NIP-AR bind channels by lowercase UUID, so the relay takes no other ids.
+fn not_a_channel_id(id: &str) -> Reason {
+    let shown: String = id.chars().take(64).collect();
+    Reason::invalid(format!(
+        "channel ids on this relay are lowercase UUIDs (8-4-4-4-12 hex digits, e.g. \
+         0f8b7e3c-1d2a-4b5c-9e8f-123456789abc); {shown:?} is not one: send the 9007 with a \
+         freshly generated UUID v4, lowercased, as its h tag"
+    ))
+}
+
 /// The event a reaction, edit, diff or moderator removal targets: its last `e` tag
 /// (NIP-25 convention).
 pub fn target_id(event: &Event) -> Option<&str> {
@@ -45,11 +56,12 @@ pub fn check(event: &Event) -> Result<(), Reason> {
         CREATE_CHANNEL => {
             let id = event.channel_id().unwrap_or_default();
             if !is_lowercase_uuid(id) {
-                return Err(Reason::invalid("channel id (h) must be a lowercase UUID"));
+                return Err(not_a_channel_id(id));
             }
-            match event.tag_value("name") {
-                Some(name) if !name.trim().is_empty() => {}
-                _ => return Err(Reason::invalid("a new channel needs a non-empty name tag")),
+            // NIP-29 requires no name: a channel may go unnamed until a 9002 names it.
+            // One given must name something.
+            if event.tag_value("name").is_some_and(|n| n.trim().is_empty()) {
+                return Err(Reason::invalid("channel name must not be empty"));
             }
             if let Some(t) = event.tag_value("channel_type") {
                 if !matches!(t, "stream" | "forum" | "dm") {
@@ -152,6 +164,8 @@ mod tests {
         let pk = "a".repeat(64);
         let ok: Vec<Event> = vec![
             ev(9007, &[&["h", CH], &["name", "general"]]),
+            // NIP-29 helpers send only `h`.
+            ev(9007, &[&["h", CH]]),
             ev(
                 9007,
                 &[
@@ -174,7 +188,7 @@ mod tests {
             ev(9, &[&["h", CH], &["h", CH]]),
             ev(9007, &[&["h", "NOT-A-UUID"], &["name", "x"]]),
             ev(9007, &[&["h", &CH.to_uppercase()], &["name", "x"]]),
-            ev(9007, &[&["h", CH]]),
+            ev(9007, &[&["h", CH], &["name", " "]]),
             ev(
                 9007,
                 &[&["h", CH], &["name", "x"], &["channel_type", "voice"]],

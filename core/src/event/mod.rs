@@ -83,6 +83,27 @@ impl Event {
         }
     }
 
+    /// NIP-40: when this event expires (unix seconds), from its first `expiration` tag.
+    /// A tag whose value is not a timestamp is refused (`invalid:`), never ignored.
+    pub fn expiration(&self) -> Result<Option<i64>, crate::error::Reason> {
+        let Some(tag) = self
+            .tags
+            .iter()
+            .find(|t| t.first().map(String::as_str) == Some("expiration"))
+        else {
+            return Ok(None);
+        };
+        tag.get(1)
+            .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|v| v.parse::<i64>().ok())
+            .map(Some)
+            .ok_or_else(|| {
+                crate::error::Reason::invalid(
+                    "the expiration tag must hold a unix timestamp in seconds (NIP-40)",
+                )
+            })
+    }
+
     /// The channel this event is scoped to: the value of its single `h` tag.
     /// `None` when it has no `h` tag; the ingest pipeline rejects more than one.
     pub fn channel_id(&self) -> Option<&str> {

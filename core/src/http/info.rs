@@ -14,11 +14,15 @@ pub(super) fn document(state: &AppState, ctx: &RequestCtx) -> Value {
         json!(format!("{} — {}", s.relay.name, ctx.conn.community.name)),
     );
     doc.insert("description".into(), json!(s.relay.description));
-    doc.insert("self".into(), json!(state.services.relay_keys.pubkey()));
+    let relay_pubkey = state.services.relay_keys.pubkey();
+    doc.insert("self".into(), json!(relay_pubkey));
+    // NIP-11 `pubkey` is the operator's contact key; none is configured, so it is the
+    // relay key that signs group state (NIP-29 loaders filter 39000–39002 on it).
+    doc.insert("pubkey".into(), json!(relay_pubkey));
     if !s.relay.contact.is_empty() {
         doc.insert("contact".into(), json!(s.relay.contact));
     }
-    doc.insert("supported_nips".into(), json!([1, 9, 11, 42, 98]));
+    doc.insert("supported_nips".into(), json!(state.supported_nips));
     doc.insert("software".into(), json!("buzz-relay"));
     doc.insert("version".into(), json!(env!("CARGO_PKG_VERSION")));
     doc.insert(

@@ -19,6 +19,8 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 pub(crate) struct AppState {
     pub services: Services,
     pub plugins: Arc<[Arc<dyn Plugin>]>,
+    /// NIP-11 `supported_nips`: core's and the enabled plugins' (`crate::nips`).
+    pub supported_nips: Vec<u32>,
     pub ingest: Ingest,
     pub query: QueryService,
     pub communities: Communities,

@@ -47,6 +47,13 @@ pub trait PluginManifest: 'static {
     /// every transport whenever the plugin is built (enabled or not), so enabling it later
     /// never finds client forgeries stored under its kinds.
     const RESERVED_KINDS: &'static [u32] = &[];
+    /// Kinds whose events always belong to a channel (carry `h`), besides
+    /// `RESERVED_KINDS` (which count as channel kinds too): an unauthenticated filter
+    /// naming one is answered `auth-required:` like one naming a chat kind.
+    const CHANNEL_KINDS: &'static [u32] = &[];
+    /// The NIPs this plugin implements (numbered ones; NIP-11 `supported_nips` lists
+    /// core's and every *enabled* plugin's).
+    const SUPPORTED_NIPS: &'static [u32] = &[];
     /// Every HTTP route [`Plugin::routes`] mounts, exactly: the relay refuses to start
     /// when the two differ, so the console's list of routes is never stale.
     const ROUTES: &'static [DeclaredRoute] = &[];
@@ -88,6 +95,8 @@ pub struct PluginEntry {
     pub enabled_by_default: bool,
     pub env_aliases: &'static [(&'static str, &'static str)],
     pub reserved_kinds: &'static [u32],
+    pub channel_kinds: &'static [u32],
+    pub supported_nips: &'static [u32],
     pub routes: &'static [DeclaredRoute],
     pub migrations: Option<PluginMigrations>,
     options: fn(&Options) -> anyhow::Result<Options>,
@@ -102,6 +111,8 @@ impl PluginEntry {
             enabled_by_default: M::ENABLED_BY_DEFAULT,
             env_aliases: M::ENV_ALIASES,
             reserved_kinds: M::RESERVED_KINDS,
+            channel_kinds: M::CHANNEL_KINDS,
+            supported_nips: M::SUPPORTED_NIPS,
             routes: M::ROUTES,
             migrations: M::migrations(),
             options: effective_options::<M>,
@@ -248,6 +259,16 @@ impl PluginCatalog {
         self.entries
             .iter()
             .flat_map(|e| e.reserved_kinds.iter().copied())
+            .collect()
+    }
+
+    /// Every kind a built plugin declares channel-scoped: its reserved kinds and its
+    /// `CHANNEL_KINDS` (what the access service asks anonymous filters about).
+    pub fn channel_kinds(&self) -> Vec<u32> {
+        self.entries
+            .iter()
+            .flat_map(|e| e.reserved_kinds.iter().chain(e.channel_kinds))
+            .copied()
             .collect()
     }
 

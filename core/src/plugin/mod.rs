@@ -31,6 +31,8 @@
 //!   [`Services::bus`] (from [`Plugin::on_committed`] or a background task); every
 //!   connection delivers them through its own access scope and subscription filters, as
 //!   it does stored events, and across relay processes when the bus is Redis.
+//! - **Message verbs** ([`Plugin::message_verbs`] / [`Plugin::answer_message`]):
+//!   exclusive per verb, first plugin wins; verbs no plugin takes are core's to answer.
 //! - **Routes** ([`Plugin::routes`], `routes.rs`), **NIP-11 fields**
 //!   ([`Plugin::extend_nip11`]), **background tasks** ([`Plugin::background`]): additive.
 //!
@@ -235,6 +237,37 @@ pub trait Plugin: Send + Sync + 'static {
             self.name()
         )))
     }
+
+    /// WebSocket message verbs this plugin serves besides NIP-01's and NIP-45's (NIP-77's
+    /// `NEG-OPEN`, `NEG-MSG`, `NEG-CLOSE`, say). The first enabled plugin naming a verb
+    /// gets every message of it; core answers verbs no plugin takes (NIP-77's with
+    /// `NEG-ERR`, others with a `NOTICE`).
+    fn message_verbs(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// Answer one message whose verb is in [`Plugin::message_verbs`]: `message` is the
+    /// whole array, verb first; `connection` tells one WebSocket connection from
+    /// another (state kept per connection is keyed by it and dropped in
+    /// [`Plugin::connection_closed`]). Returns the relay messages to send back, in order,
+    /// each a JSON array; an `Err` is sent as a `NOTICE`. What it reads goes through
+    /// [`Services::access`] like every read path (`check_filter`, then the caller's
+    /// scope), so the auth rules of REQ hold for it too.
+    async fn answer_message(
+        &self,
+        _ctx: &ConnCtx,
+        _connection: u64,
+        _message: Vec<Value>,
+    ) -> Result<Vec<Value>, Reason> {
+        Err(Reason::Internal(anyhow::anyhow!(
+            "plugin {} declares message verbs but does not answer them",
+            self.name()
+        )))
+    }
+
+    /// A WebSocket connection has ended (called for every plugin that declares message
+    /// verbs, whether or not the connection sent any).
+    fn connection_closed(&self, _connection: u64) {}
 
     /// HTTP routes to mount (`routes.rs`).
     fn routes(self: Arc<Self>) -> Vec<Route> {

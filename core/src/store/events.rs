@@ -50,6 +50,8 @@ struct NewEvent<'a> {
     channel_id: Option<&'a str>,
     d_tag: Option<String>,
     replace_key: Option<String>,
+    /// NIP-40 expiration (unix seconds); reads skip the row from then on.
+    expires_at: Option<i64>,
 }
 
 #[derive(Insertable)]
@@ -150,6 +152,8 @@ fn insert_once(
         channel_id,
         d_tag: event.d_tag(),
         replace_key,
+        // Ingest refused a malformed tag; a relay-made event has none.
+        expires_at: event.expiration().ok().flatten(),
     };
     // The common case: insert unless the id is already stored.
     let seq: Option<i64> = match conn {
@@ -290,6 +294,24 @@ pub fn replace_relay_event(
         }
     }
     insert_event(conn, community_id, event, channel_id, received_at)
+}
+
+/// Are all of `ids` stored community-wide events of `community_id` (no channel; deleted
+/// or expired ones too — those are then simply not served)? What an unauthenticated
+/// reader may look up by id: a channel event's id answers like an unknown one.
+pub fn all_community_wide(
+    conn: &mut Conn<'_>,
+    community_id: i64,
+    ids: &[String],
+) -> Result<bool, Reason> {
+    let wanted: std::collections::HashSet<&String> = ids.iter().collect();
+    let found: i64 = with_conn!(conn, |c| events::table
+        .filter(events::community_id.eq(community_id))
+        .filter(events::id.eq_any(ids))
+        .filter(events::channel_id.is_null())
+        .count()
+        .get_result(c))?;
+    Ok(usize::try_from(found).is_ok_and(|n| n == wanted.len()))
 }
 
 /// Is `id` already stored here? `Duplicate`, or `Deleted` for a soft-deleted row.

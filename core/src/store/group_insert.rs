@@ -72,6 +72,7 @@ struct EventColumns<'a> {
     received_at: Vec<i64>,
     channel_id: Vec<Option<&'a str>>,
     d_tag: Vec<Option<String>>,
+    expires_at: Vec<Option<i64>>,
 }
 
 impl<'a> EventColumns<'a> {
@@ -89,6 +90,7 @@ impl<'a> EventColumns<'a> {
             received_at: Vec::with_capacity(n),
             channel_id: Vec::with_capacity(n),
             d_tag: Vec::with_capacity(n),
+            expires_at: Vec::with_capacity(n),
         };
         for stored in group {
             let event = &stored.event;
@@ -106,6 +108,7 @@ impl<'a> EventColumns<'a> {
             rows.received_at.push(stored.received_at);
             rows.channel_id.push(stored.channel.as_deref());
             rows.d_tag.push(event.d_tag());
+            rows.expires_at.push(event.expiration().ok().flatten());
         }
         Ok(rows)
     }
@@ -119,9 +122,9 @@ impl QueryFragment<Pg> for EventColumns<'_> {
         // cached (the query id is static) and reused by every later group.
         out.push_sql(
             "INSERT INTO events (community_id, id, pubkey, created_at, kind, tags, content, \
-             sig, received_at, channel_id, d_tag) \
+             sig, received_at, channel_id, d_tag, expires_at) \
              SELECT community_id, id, pubkey, created_at, kind, tags, content, sig, \
-             received_at, channel_id, d_tag FROM UNNEST(",
+             received_at, channel_id, d_tag, expires_at FROM UNNEST(",
         );
         out.push_bind_param::<Array<BigInt>, _>(&self.community_id)?;
         out.push_sql(", ");
@@ -144,9 +147,11 @@ impl QueryFragment<Pg> for EventColumns<'_> {
         out.push_bind_param::<Array<Nullable<Text>>, _>(&self.channel_id)?;
         out.push_sql(", ");
         out.push_bind_param::<Array<Nullable<Text>>, _>(&self.d_tag)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Array<Nullable<BigInt>>, _>(&self.expires_at)?;
         out.push_sql(
             ") WITH ORDINALITY AS u (community_id, id, pubkey, created_at, kind, tags, \
-             content, sig, received_at, channel_id, d_tag, n) ORDER BY n \
+             content, sig, received_at, channel_id, d_tag, expires_at, n) ORDER BY n \
              ON CONFLICT (community_id, id) DO NOTHING RETURNING seq, community_id, id",
         );
         Ok(())

@@ -27,14 +27,15 @@ pub use diesel::pg::PgConnection;
 pub use diesel::sqlite::SqliteConnection;
 pub use diesel_migrations::EmbeddedMigrations;
 pub use events::{
-    apply_deletion, event_channel, event_known, insert_event, insert_independent,
-    replace_relay_event, soft_delete_event, stored_ids, DeletedRow, InsertOutcome,
+    all_community_wide, apply_deletion, event_channel, event_known, insert_event,
+    insert_independent, replace_relay_event, soft_delete_event, stored_ids, DeletedRow,
+    InsertOutcome,
 };
 pub use identity::recorded_identity;
 pub use migrate::{MigrationId, MigrationSet, MigrationStatus, Migrations};
 pub use query::{
-    load_events, query_events, query_keys, row_to_event, ChannelScope, ChannelSet, EventKey,
-    EventRow, Scope,
+    count_matching, load_events, query_events, query_keys, row_to_event, ChannelScope, ChannelSet,
+    EventKey, EventRow, Scope,
 };
 pub use stats::{community_stats, CommunityStats};
 

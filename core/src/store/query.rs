@@ -78,9 +78,10 @@ enum Readable {
 }
 
 impl Readable {
-    fn of(set: &ChannelSet, filter: &Filter, backend: super::Backend) -> Readable {
+    /// `named`: the channels the request names (`#h`), if it names any.
+    fn of(set: &ChannelSet, named: Option<&[String]>, backend: super::Backend) -> Readable {
         let sqlite = matches!(backend, super::Backend::Sqlite);
-        match filter.channels() {
+        match named {
             Some(named) => {
                 let list: Vec<String> = named.iter().filter(|c| set.contains(c)).cloned().collect();
                 if sqlite && list.len() > INLINE_CHANNELS {
@@ -192,20 +193,103 @@ pub struct EventKey {
     pub size: usize,
 }
 
-/// Keys of the events matching `filter` (deleted ones excluded), newest first
-/// (`created_at DESC, id ASC`), at most `limit`, with the `id` for ordering.
+/// Restrict a boxed `events` query to what the reader may see: the community, rows not
+/// deleted and not expired at `$now` (NIP-40), and the channels of `$scope` (through
+/// `$readable`). Evaluates to `None` when nothing can match.
+macro_rules! scoped {
+    ($q:expr, $scope:expr, $readable:expr, $now:expr) => {{
+        let now: i64 = $now;
+        let q = $q
+            .filter(events::community_id.eq($scope.community_id))
+            .filter(events::deleted_at.is_null())
+            .filter(events::expires_at.is_null().or(events::expires_at.gt(now)));
+        match (&$scope.channels, $scope.community_wide) {
+            (ChannelScope::All, true) => Some(q),
+            (ChannelScope::All, false) => Some(q.filter(events::channel_id.is_not_null())),
+            (ChannelScope::None, true) => Some(q.filter(events::channel_id.is_null())),
+            (ChannelScope::None, false) => None,
+            (ChannelScope::Only(_), wide) => match $readable {
+                Some(Readable::Function(_)) => {
+                    let readable = super::readable_fn::buzz_readable(events::channel_id);
+                    Some(if wide {
+                        q.filter(events::channel_id.is_null().or(readable))
+                    } else {
+                        q.filter(readable)
+                    })
+                }
+                Some(Readable::List(list)) => Some(if wide {
+                    q.filter(
+                        events::channel_id
+                            .is_null()
+                            .or(events::channel_id.eq_any(list.clone())),
+                    )
+                } else {
+                    q.filter(events::channel_id.eq_any(list.clone()))
+                }),
+                None => None,
+            },
+        }
+    }};
+}
+
+/// One filter's conditions on `events` (ids, authors, kinds, time range, tags) as one
+/// boxed boolean expression for backend `$db`, so several filters can be OR'd in one
+/// statement (COUNT).
+macro_rules! conditions {
+    ($db:ty, $filter:expr, $community_id:expr) => {{
+        type Condition =
+            Box<dyn BoxableExpression<events::table, $db, SqlType = diesel::sql_types::Bool>>;
+        let filter: &Filter = $filter;
+        // Always true for the filter's own community: the neutral start of the AND.
+        let mut all: Condition = Box::new(events::community_id.eq($community_id));
+        if let Some(ids) = &filter.ids {
+            all = Box::new(all.and(events::id.eq_any(ids.clone())));
+        }
+        if let Some(authors) = &filter.authors {
+            all = Box::new(all.and(events::pubkey.eq_any(authors.clone())));
+        }
+        if let Some(kinds) = &filter.kinds {
+            let kinds: Vec<i32> = kinds.iter().map(|k| *k as i32).collect();
+            all = Box::new(all.and(events::kind.eq_any(kinds)));
+        }
+        if let Some(since) = filter.since {
+            all = Box::new(all.and(events::created_at.ge(since)));
+        }
+        if let Some(until) = filter.until {
+            all = Box::new(all.and(events::created_at.le(until)));
+        }
+        for (name, values) in &filter.tags {
+            all = Box::new(
+                all.and(
+                    events::seq.eq_any(
+                        event_tags::table
+                            .filter(event_tags::community_id.eq($community_id))
+                            .filter(event_tags::name.eq(name.clone()))
+                            .filter(event_tags::value.eq_any(values.clone()))
+                            .select(event_tags::event_seq),
+                    ),
+                ),
+            );
+        }
+        all
+    }};
+}
+
+/// Keys of the events matching `filter` (deleted and, at `now`, expired ones excluded),
+/// newest first (`created_at DESC, id ASC`), at most `limit`, with the `id` for ordering.
 pub fn query_keys(
     conn: &mut Conn<'_>,
     scope: &Scope,
     filter: &Filter,
     limit: u64,
+    now: i64,
 ) -> Result<Vec<(EventKey, String)>, Reason> {
     if limit == 0 || filter.is_empty_match() {
         return Ok(Vec::new());
     }
     // The channels this filter may touch: the reader's, narrowed to those it names.
     let readable = match &scope.channels {
-        ChannelScope::Only(set) => Some(Readable::of(set, filter, conn.backend())),
+        ChannelScope::Only(set) => Some(Readable::of(set, filter.channels(), conn.backend())),
         _ => None,
     };
     if readable.as_ref().is_some_and(Readable::is_empty) && filter.channels().is_some() {
@@ -218,9 +302,7 @@ pub fn query_keys(
         _ => None,
     };
     let rows: Vec<(i64, i64, String, i32)> = with_conn!(conn, |c| {
-        let mut q = events::table
-            .filter(events::community_id.eq(scope.community_id))
-            .filter(events::deleted_at.is_null())
+        let q = events::table
             .select((
                 events::seq,
                 events::created_at,
@@ -228,34 +310,9 @@ pub fn query_keys(
                 length(events::content) + length(events::tags),
             ))
             .into_boxed();
-        match (&scope.channels, scope.community_wide) {
-            (ChannelScope::All, true) => {}
-            (ChannelScope::All, false) => q = q.filter(events::channel_id.is_not_null()),
-            (ChannelScope::None, true) => q = q.filter(events::channel_id.is_null()),
-            (ChannelScope::None, false) => return Ok(Vec::new()),
-            (ChannelScope::Only(_), wide) => match &readable {
-                Some(Readable::Function(_)) => {
-                    let readable = super::readable_fn::buzz_readable(events::channel_id);
-                    q = if wide {
-                        q.filter(events::channel_id.is_null().or(readable))
-                    } else {
-                        q.filter(readable)
-                    };
-                }
-                Some(Readable::List(list)) => {
-                    q = if wide {
-                        q.filter(
-                            events::channel_id
-                                .is_null()
-                                .or(events::channel_id.eq_any(list.clone())),
-                        )
-                    } else {
-                        q.filter(events::channel_id.eq_any(list.clone()))
-                    };
-                }
-                None => return Ok(Vec::new()),
-            },
-        }
+        let Some(mut q) = scoped!(q, scope, &readable, now) else {
+            return Ok(Vec::new());
+        };
         if let Some(ids) = &filter.ids {
             q = q.filter(events::id.eq_any(ids.clone()));
         }
@@ -303,6 +360,71 @@ pub fn query_keys(
         .collect())
 }
 
+/// NIP-45: how many events match any of `filters` within `scope` at `now` — each event
+/// once, however many filters match it; `limit` does not bound it. One statement: the
+/// filters' conditions OR'd, under the same scope, deletion and expiry rules as
+/// [`query_keys`].
+pub fn count_matching(
+    conn: &mut Conn<'_>,
+    scope: &Scope,
+    filters: &[Filter],
+    now: i64,
+) -> Result<u64, Reason> {
+    let filters: Vec<&Filter> = filters.iter().filter(|f| !f.is_empty_match()).collect();
+    if filters.is_empty() {
+        return Ok(0);
+    }
+    // One channel list for the statement: the channels the filters name when every
+    // filter names some (each filter's `#h` condition narrows further), else the
+    // reader's whole set.
+    let named: Option<Vec<String>> = filters
+        .iter()
+        .map(|f| f.channels().map(<[String]>::to_vec))
+        .collect::<Option<Vec<_>>>()
+        .map(|lists| lists.concat());
+    let readable = match &scope.channels {
+        ChannelScope::Only(set) => Some(Readable::of(set, named.as_deref(), conn.backend())),
+        _ => None,
+    };
+    if readable.as_ref().is_some_and(Readable::is_empty) && named.is_some() {
+        return Ok(0);
+    }
+    let _installed = match &readable {
+        Some(Readable::Function(set)) => Some(super::readable_fn::install(set.clone())),
+        _ => None,
+    };
+    let community_id = scope.community_id;
+    let count: i64 = match conn {
+        Conn::Sqlite(c) => {
+            let q = events::table.select(diesel::dsl::count_star()).into_boxed();
+            let Some(mut q) = scoped!(q, scope, &readable, now) else {
+                return Ok(0);
+            };
+            let mut any = conditions!(diesel::sqlite::Sqlite, filters[0], community_id);
+            for f in &filters[1..] {
+                let next = conditions!(diesel::sqlite::Sqlite, f, community_id);
+                any = Box::new(any.or(next));
+            }
+            q = q.filter(any);
+            q.get_result(*c)?
+        }
+        Conn::Pg(c) => {
+            let q = events::table.select(diesel::dsl::count_star()).into_boxed();
+            let Some(mut q) = scoped!(q, scope, &readable, now) else {
+                return Ok(0);
+            };
+            let mut any = conditions!(diesel::pg::Pg, filters[0], community_id);
+            for f in &filters[1..] {
+                let next = conditions!(diesel::pg::Pg, f, community_id);
+                any = Box::new(any.or(next));
+            }
+            q = q.filter(any);
+            q.get_result(*c)?
+        }
+    };
+    Ok(u64::try_from(count).unwrap_or(0))
+}
+
 /// The events `seqs` name in `community_id`, in the order given; rows deleted since their
 /// keys were read are left out.
 pub fn load_events(
@@ -327,15 +449,16 @@ pub fn load_events(
         .collect()
 }
 
-/// Events matching `filter` (deleted ones excluded), newest first (`created_at DESC,
+/// Events matching `filter` (deleted and expired ones excluded), newest first (`created_at DESC,
 /// id ASC`), at most `limit`, read whole (for callers that need them all at once).
 pub fn query_events(
     conn: &mut Conn<'_>,
     scope: &Scope,
     filter: &Filter,
     limit: u64,
+    now: i64,
 ) -> Result<Vec<Event>, Reason> {
-    let seqs: Vec<i64> = query_keys(conn, scope, filter, limit)?
+    let seqs: Vec<i64> = query_keys(conn, scope, filter, limit, now)?
         .into_iter()
         .map(|(key, _)| key.seq)
         .collect();

@@ -24,6 +24,7 @@ diesel::table! {
         deleted_at -> Nullable<BigInt>,
         d_tag -> Nullable<Text>,
         replace_key -> Nullable<Text>,
+        expires_at -> Nullable<BigInt>,
     }
 }
 

@@ -215,6 +215,23 @@ impl WsClient {
         }
     }
 
+    /// NIP-45 COUNT: `Ok` is the answer's object (`{"count": n}`), `Err` a CLOSED
+    /// message, or a note that nothing answered within the timeout.
+    pub async fn count(&mut self, query_id: &str, filters: Vec<Value>) -> Result<Value, String> {
+        let mut msg = vec![json!("COUNT"), json!(query_id)];
+        msg.extend(filters);
+        self.send(&Value::Array(msg)).await.expect("send COUNT");
+        let id = query_id.to_owned();
+        let v = self
+            .recv_where(|v| v[1] == id.as_str() && (v[0] == "COUNT" || v[0] == "CLOSED"))
+            .await
+            .ok_or_else(|| "no COUNT or CLOSED answer in time".to_owned())?;
+        match v[0].as_str() {
+            Some("COUNT") => Ok(v[2].clone()),
+            _ => Err(v[2].as_str().unwrap_or("").to_owned()),
+        }
+    }
+
     pub async fn close(mut self) {
         let _ = self.stream.close(None).await;
     }

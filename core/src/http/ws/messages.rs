@@ -17,8 +17,19 @@ pub(crate) enum ClientMessage {
         /// JSON bytes of the filters as sent (what `limits.max_filter_bytes` counts).
         filter_bytes: usize,
     },
+    /// NIP-45: the same shape as a REQ.
+    Count {
+        sub_id: String,
+        filters: Vec<Value>,
+    },
     Close(String),
     Auth(Value),
+    /// A verb NIP-01 does not define (NIP-77's `NEG-*`, say): served by a plugin that
+    /// declares it, else answered by core (`mod.rs`). The whole message, verb first.
+    Other {
+        verb: String,
+        message: Vec<Value>,
+    },
 }
 
 pub(crate) fn parse(text: &str) -> Result<ClientMessage, Reason> {
@@ -61,13 +72,30 @@ pub(crate) fn parse(text: &str) -> Result<ClientMessage, Reason> {
                 filter_bytes,
             })
         }
+        "COUNT" => {
+            let items = items
+                .iter()
+                .map(|raw| value(raw))
+                .collect::<Result<Vec<_>, _>>()?;
+            let sub_id = sub_id(items.first())?;
+            Ok(ClientMessage::Count {
+                sub_id,
+                filters: items.into_iter().skip(1).collect(),
+            })
+        }
         "CLOSE" => {
             if items.len() != 1 {
                 return Err(Reason::invalid("CLOSE takes exactly one subscription id"));
             }
             Ok(ClientMessage::Close(sub_id(Some(&value(&items[0])?))?))
         }
-        other => Err(Reason::invalid(format!("unknown message type {other:?}"))),
+        _ => {
+            let mut message = vec![Value::String(tag.clone())];
+            for raw in &items {
+                message.push(value(raw)?);
+            }
+            Ok(ClientMessage::Other { verb: tag, message })
+        }
     }
 }
 
@@ -94,6 +122,15 @@ pub(crate) fn eose(sub_id: &str) -> String {
 
 pub(crate) fn closed(sub_id: &str, message: &str) -> String {
     json!(["CLOSED", sub_id, message]).to_string()
+}
+
+pub(crate) fn count(sub_id: &str, count: u64) -> String {
+    json!(["COUNT", sub_id, {"count": count}]).to_string()
+}
+
+/// NIP-77's refusal of a reconciliation.
+pub(crate) fn neg_err(sub_id: &str, reason: &str) -> String {
+    json!(["NEG-ERR", sub_id, reason]).to_string()
 }
 
 pub(crate) fn notice(message: &str) -> String {

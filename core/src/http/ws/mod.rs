@@ -19,6 +19,7 @@ mod events;
 mod messages;
 mod outbound;
 mod salvage;
+mod verbs;
 
 use super::socket::SocketHandle;
 use super::{AppState, RequestCtx};
@@ -163,8 +164,14 @@ enum End {
     ProtocolError,
 }
 
+/// Numbers every connection of the process (what plugins serving message verbs key
+/// their per-connection state by).
+static NEXT_CONNECTION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 struct Connection {
     state: Arc<AppState>,
+    /// This connection's number in the process.
+    id: u64,
     ctx: ConnCtx,
     challenge: String,
     relay_url: String,
@@ -209,6 +216,7 @@ impl Connection {
         let events = EventRunner::start(state.clone(), out.clone());
         Connection {
             state,
+            id: NEXT_CONNECTION.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             ctx,
             challenge: nip42::new_challenge(),
             relay_url,
@@ -310,6 +318,11 @@ impl Connection {
                 description: None,
             }),
         };
+        for plugin in self.state.plugins.iter() {
+            if !plugin.message_verbs().is_empty() {
+                plugin.connection_closed(self.id);
+            }
+        }
         // Give queued notices a moment to reach the queue before the close frame.
         tokio::task::yield_now().await;
         Ended {
@@ -359,6 +372,8 @@ impl Connection {
                 filters,
                 filter_bytes,
             }) => self.serve_req(sub_id, filters, filter_bytes).await,
+            Ok(ClientMessage::Count { sub_id, filters }) => self.serve_count(sub_id, filters).await,
+            Ok(ClientMessage::Other { verb, message }) => self.on_other(&verb, message).await,
             Ok(ClientMessage::Close(sub_id)) => self.close_sub(&sub_id),
             Ok(ClientMessage::Auth(value)) => self.on_auth(value).await,
             Err(reason) => {
