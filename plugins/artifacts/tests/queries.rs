@@ -273,6 +273,13 @@ async fn limits_are_advertised_and_enforced(backend: TestBackend, name: &str) {
         .await
         .expect_err("CLOSED");
     assert!(closed.starts_with("auth-required:"), "{closed}");
+    // A plain filter on revisions is channel data too: asked before AUTH, it is
+    // auth-required, never an empty answer (outside clients authenticate when asked).
+    let closed = anon
+        .req("anon-plain", vec![json!({"kinds": [45010], "#d": [d]})])
+        .await
+        .expect_err("CLOSED");
+    assert!(closed.starts_with("auth-required:"), "{closed}");
     let _ = now();
     relay.stop().await;
 }
