@@ -127,20 +127,6 @@ pub(crate) fn read_through(
     Ok(first::<Id>(conn, &text, &binds)?.map(|r| r.id))
 }
 
-/// The last counted message of `scope` in display order, whenever it arrived.
-pub(crate) fn latest(
-    conn: &mut Conn<'_>,
-    community_id: i64,
-    scope: Scope<'_>,
-) -> Result<Option<Id>, Reason> {
-    let (from, binds, time) = source(community_id, scope);
-    let text = format!(
-        "SELECT e.id AS id {from} AND e.deleted_at IS NULL \
-         ORDER BY {time} DESC, e.id DESC LIMIT 1"
-    );
-    first::<Id>(conn, &text, &binds)
-}
-
 /// Exact count of unread messages in the scope `(channel, root)` that mention `pubkey`:
 /// a walk of the signer's own mentions past `position`, nothing else.
 pub(crate) fn mentions(

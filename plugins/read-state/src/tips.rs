@@ -9,8 +9,9 @@
 //!   walk's index while it follows and `thread_news_at > position`.
 //!
 //! Kept in the message's transaction: a reply raises it on every following row of its
-//! thread (one statement; rows that follow later take it when they follow), a deletion
-//! of a reply recomputes it. Unfollowed rows keep a stale tip and take a fresh one when
+//! thread (one statement over `idx_read_state_thread_rows`, whose `root_id <> ''` is
+//! repeated in it so both backends use that partial index; rows that follow later take
+//! it when they follow), a deletion of a reply recomputes it. Unfollowed rows keep a stale tip and take a fresh one when
 //! they follow again. Rows written by relay processes on older code carry no tip: like
 //! the arrival columns, their thread shows once a reply arrives through new code.
 
@@ -100,7 +101,7 @@ pub(crate) fn note_reply(
         "UPDATE read_state_frontiers SET thread_rank = ?, \
          thread_news_at = CASE WHEN thread_news_at IS NULL OR thread_news_at < ? \
              THEN ? ELSE thread_news_at END \
-         WHERE community_id = ? AND root_id = ? AND following = TRUE",
+         WHERE community_id = ? AND root_id = ? AND root_id <> '' AND following = TRUE",
         &[
             Val::N(latest_at.map(|t| -t)),
             Val::I(at),
@@ -123,7 +124,7 @@ pub(crate) fn set(
     execute(
         conn,
         "UPDATE read_state_frontiers SET thread_rank = ?, thread_news_at = ? \
-         WHERE community_id = ? AND root_id = ? AND following = TRUE",
+         WHERE community_id = ? AND root_id = ? AND root_id <> '' AND following = TRUE",
         &[
             Val::N(tip.rank()),
             Val::N(tip.news_at),

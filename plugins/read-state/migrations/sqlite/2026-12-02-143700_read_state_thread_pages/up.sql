@@ -54,5 +54,6 @@ CREATE INDEX idx_read_state_unread_threads
     ON read_state_frontiers (community_id, pubkey, channel_id, thread_rank, root_id)
     WHERE following = TRUE AND thread_news_at > position;
 
--- Ingest's fan-out: every row of one thread.
-CREATE INDEX idx_read_state_thread_rows ON read_state_frontiers (community_id, root_id);
+-- Ingest's fan-out: every row of one thread (timeline rows are not in it).
+CREATE INDEX idx_read_state_thread_rows ON read_state_frontiers (community_id, root_id)
+    WHERE root_id <> '';
