@@ -41,6 +41,10 @@ struct Args {
     /// Keep captures in this Redis (a key prefix of the run's own) instead of the database.
     #[arg(long)]
     redis_url: Option<String>,
+    /// Keep the scratch PostgreSQL database after the run (its URL is printed), to
+    /// inspect its plans.
+    #[arg(long)]
+    keep_database: bool,
     /// Passed by `cargo bench`; ignored.
     #[arg(long, hide = true)]
     bench: bool,
@@ -138,7 +142,7 @@ async fn main() -> anyhow::Result<()> {
     }
     let command: Vec<String> = std::env::args().collect();
     println!("command: {}", command.join(" "));
-    let storage = BenchStorage::new(args.database_url.as_deref()).await?;
+    let mut storage = BenchStorage::new(args.database_url.as_deref()).await?;
     let (owner, reader) = (Keys::generate(), Keys::generate());
     let mut settings = storage.settings.clone();
     // Owners are not held to the write quotas: seeding is not what is measured.
@@ -292,5 +296,10 @@ async fn main() -> anyhow::Result<()> {
     }
     println!("complete: {:.0} ms", began.elapsed().as_secs_f64() * 1e3);
     relay.stop().await?;
+    if args.keep_database {
+        if let Some(url) = storage.keep_database() {
+            println!("kept the database: {url}");
+        }
+    }
     Ok(())
 }
