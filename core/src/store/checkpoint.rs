@@ -1,4 +1,5 @@
-//! WAL checkpoints beside the writer (SQLite only).
+//! WAL checkpoints beside the writer (SQLite only), and planner statistics as the tables
+//! grow (`planner_stats.rs`).
 //!
 //! By default SQLite makes the connection that commits copy the WAL back into the
 //! database file every 1,000 pages. Here that connection is the one writer, so every
@@ -12,6 +13,7 @@
 //! behind and the WAL can only start over once a checkpoint has caught up completely,
 //! which the writer's own checkpoint then does cheaply, with little left to copy.
 
+use super::planner_stats::PlannerStats;
 use super::pool::Pool;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
@@ -81,6 +83,7 @@ impl Checkpointer {
 }
 
 fn run(pool: &Pool, shared: &Shared) {
+    let mut planner_stats = PlannerStats::default();
     loop {
         let stopping = {
             let Ok(mut state) = shared.state.lock() else {
@@ -107,6 +110,11 @@ fn run(pool: &Pool, shared: &Shared) {
         }
         if stopping {
             return;
+        }
+        // Beside the WAL, the planner's statistics follow the tables' growth.
+        if let Err(err) = pool.refresh_planner_stats(&mut planner_stats) {
+            // Not fatal: the next commit tries again; plans only get slower meanwhile.
+            tracing::warn!(error = %err, "taking planner statistics failed");
         }
         // Let commits accumulate; a stop request cuts the pause short.
         if let Ok(state) = shared.state.lock() {

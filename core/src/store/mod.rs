@@ -14,6 +14,7 @@ mod identity;
 pub mod inspect;
 mod migrate;
 pub mod moderation;
+mod planner_stats;
 mod pool;
 mod query;
 mod readable_fn;

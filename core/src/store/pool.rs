@@ -159,6 +159,18 @@ impl Pool {
         }
     }
 
+    /// SQLite: take planner statistics if the events table has doubled since they were
+    /// last taken (`planner_stats.rs`); PostgreSQL plans from its own statistics.
+    pub(crate) fn refresh_planner_stats(
+        &self,
+        stats: &mut super::planner_stats::PlannerStats,
+    ) -> Result<bool, StoreError> {
+        match self {
+            Pool::Sqlite(p) => stats.refresh_if_grown(&mut *p.get()?),
+            Pool::Pg(_) => Ok(false),
+        }
+    }
+
     /// Borrow a connection for the duration of `f`.
     pub(crate) fn with_conn<R>(
         &self,
@@ -167,6 +179,7 @@ impl Pool {
         match self {
             Pool::Sqlite(p) => {
                 let mut c = p.get().map_err(StoreError::from)?;
+                super::planner_stats::reload_if_stale(&mut c)?;
                 f(Conn::Sqlite(&mut c))
             }
             Pool::Pg(p) => {

@@ -435,14 +435,19 @@ pub fn load_events(
     if seqs.is_empty() {
         return Ok(Vec::new());
     }
+    // By primary key alone: with `community_id = ?` in the statement SQLite may walk a
+    // whole-community index instead of looking the rows up (issue 23); the community is
+    // checked on the rows instead.
     let rows: Vec<EventRow> = with_conn!(conn, |c| events::table
-        .filter(events::community_id.eq(community_id))
-        .filter(events::deleted_at.is_null())
         .filter(events::seq.eq_any(seqs.to_vec()))
+        .filter(events::deleted_at.is_null())
         .select(EventRow::as_select())
         .load(c))?;
-    let mut by_seq: std::collections::HashMap<i64, EventRow> =
-        rows.into_iter().map(|r| (r.seq, r)).collect();
+    let mut by_seq: std::collections::HashMap<i64, EventRow> = rows
+        .into_iter()
+        .filter(|r| r.community_id == community_id)
+        .map(|r| (r.seq, r))
+        .collect();
     seqs.iter()
         .filter_map(|seq| by_seq.remove(seq))
         .map(|r| row_to_event(r).map_err(Reason::from))
