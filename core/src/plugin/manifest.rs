@@ -47,9 +47,9 @@ pub trait PluginManifest: 'static {
     /// every transport whenever the plugin is built (enabled or not), so enabling it later
     /// never finds client forgeries stored under its kinds.
     const RESERVED_KINDS: &'static [u32] = &[];
-    /// Kinds whose events always belong to a channel (carry `h`), besides
-    /// `RESERVED_KINDS` (which count as channel kinds too): an unauthenticated filter
-    /// naming one is answered `auth-required:` like one naming a chat kind.
+    /// Kinds whose events always belong to a channel (carry `h`), reserved or not: an
+    /// unauthenticated filter naming one is answered `auth-required:` like one naming a
+    /// chat kind.
     const CHANNEL_KINDS: &'static [u32] = &[];
     /// The NIPs this plugin implements (numbered ones; NIP-11 `supported_nips` lists
     /// core's and every *enabled* plugin's).
@@ -262,12 +262,13 @@ impl PluginCatalog {
             .collect()
     }
 
-    /// Every kind a built plugin declares channel-scoped: its reserved kinds and its
-    /// `CHANNEL_KINDS` (what the access service asks anonymous filters about).
+    /// Every kind a built plugin declares channel-scoped (`CHANNEL_KINDS`: what the
+    /// access service asks anonymous filters about). Reserved kinds are not channel
+    /// kinds by themselves: a relay-authored kind may well be public.
     pub fn channel_kinds(&self) -> Vec<u32> {
         self.entries
             .iter()
-            .flat_map(|e| e.reserved_kinds.iter().chain(e.channel_kinds))
+            .flat_map(|e| e.channel_kinds)
             .copied()
             .collect()
     }

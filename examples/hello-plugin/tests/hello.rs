@@ -66,7 +66,7 @@ async fn enabled_plugin_filters_counts_claims_and_mounts() {
     let (ok, msg) = ws.publish(&banned).await;
     assert!(!ok && msg.starts_with("blocked:"), "{msg}");
     let got = ws
-        .req("ids", vec![json!({"ids": [banned.id]})])
+        .req("ids", vec![json!({"ids": [banned.id], "kinds": [1]})])
         .await
         .expect("REQ");
     assert!(got.is_empty(), "a refused event is not stored");

@@ -89,8 +89,8 @@ impl PluginManifest for ArtifactsPlugin {
     const NAME: &'static str = NAME;
     const ENABLED_BY_DEFAULT: bool = true;
     const RESERVED_KINDS: &'static [u32] = &[REMOVAL_KIND];
-    // Every revision lives in a channel: before AUTH a filter on it is `auth-required:`.
-    const CHANNEL_KINDS: &'static [u32] = &[REVISION_KIND];
+    // Every revision and removal lives in a channel: before AUTH a filter on it is `auth-required:`.
+    const CHANNEL_KINDS: &'static [u32] = &[REVISION_KIND, REMOVAL_KIND];
     type Config = Limits;
 
     fn validate(config: &Limits) -> anyhow::Result<()> {

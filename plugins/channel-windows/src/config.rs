@@ -65,6 +65,8 @@ impl PluginManifest for ChannelWindowsPlugin {
     const NAME: &'static str = NAME;
     const ENABLED_BY_DEFAULT: bool = true;
     const RESERVED_KINDS: &'static [u32] = &[SUMMARY_KIND, CHANNEL_BOUNDS_KIND, THREAD_BOUNDS_KIND];
+    // Summaries and bounds describe one channel: before AUTH they are auth-required.
+    const CHANNEL_KINDS: &'static [u32] = &[SUMMARY_KIND, CHANNEL_BOUNDS_KIND, THREAD_BOUNDS_KIND];
     type Config = Config;
 
     fn validate(config: &Config) -> anyhow::Result<()> {
