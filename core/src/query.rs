@@ -143,7 +143,7 @@ impl QueryService {
             let now = self.services.clock.now_secs();
             let jobs: Vec<(Filter, u64)> = standard
                 .iter()
-                .map(|f| (f.clone(), f.limit.unwrap_or(max_limit).min(max_limit)))
+                .map(|f| (f.clone(), row_limit(f, max_limit)))
                 .collect();
             let mut keys = self
                 .services
@@ -253,6 +253,18 @@ fn check_action(ctx: &ConnCtx, filters: usize, plugin: &str) -> Result<(), Strin
 /// How many filters, and how many values in each and in all: every value is an SQL
 /// parameter and a fan-out index entry, so these bounds keep a request within what the
 /// databases accept and what the relay can hold (advertised in NIP-11).
+/// How many rows one filter may return: its `limit`, at most `max_limit`, which bounds what
+/// an open-ended filter costs. A filter naming ids is bounded by them instead (each matches
+/// at most one event, and `max_filter_values` caps how many it names), so a client that
+/// looks up 1,000 ids it holds gets every stored one, not the first `max_limit`.
+fn row_limit(filter: &Filter, max_limit: u64) -> u64 {
+    let cap = match &filter.ids {
+        Some(ids) => ids.len() as u64,
+        None => max_limit,
+    };
+    filter.limit.unwrap_or(cap).min(cap)
+}
+
 fn check_bounds(filters: &[Filter], limits: &LimitSettings) -> Result<(), Reason> {
     if filters.is_empty() {
         return Err(Reason::invalid("at least one filter is required"));

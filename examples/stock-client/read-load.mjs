@@ -4,7 +4,8 @@
 //
 //   node read-load.mjs --relay-bin ../../target/release/buzz-relay \
 //       [--peer-bin ~/.cargo/bin/nostr-rs-relay] [--notes 20000] [--requests 4000] \
-//       [--connections 4] [--database-url postgres://postgres@127.0.0.1:5432/<scratch>]
+//       [--connections 4] [--database-url postgres://postgres@127.0.0.1:5432/<scratch>] \
+//       [--notes-file /tmp/notes.json]
 //
 // 1. signs --notes kind-1 notes (200 authors, 100 `t` topics, created over the last ten
 //    minutes) and publishes the same notes to every relay;
@@ -17,13 +18,9 @@
 // per query (utime + stime from /proc/<pid>/stat), then each buzz figure as a ratio of the
 // peer's.
 import { finalizeEvent, generateSecretKey, getPublicKey } from "nostr-tools/pure";
-import WebSocket from "ws";
 import { commandLine } from "./args.mjs";
-import { spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { cpuSeconds, open, percentile, sleep, startBuzz, startPeer, stopAll } from "./relays.mjs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 
 const args = commandLine();
 const notes = Number(args.notes ?? 20_000);
@@ -31,83 +28,6 @@ const requests = Number(args.requests ?? 4_000);
 const connections = Number(args.connections ?? 4);
 const single = Number(args.single ?? 500);
 if (!args["relay-bin"]) throw new Error("--relay-bin <buzz-relay> is required");
-
-const TICKS = 100; // USER_HZ: the unit of /proc/<pid>/stat times
-const cpuSeconds = (pid) => {
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return (Number(fields[11]) + Number(fields[12])) / TICKS;
-};
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const percentile = (sorted, p) =>
-  sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor((sorted.length * p) / 100))] : NaN;
-
-const freePort = () =>
-  new Promise((resolve) => {
-    const server = createServer();
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
-  });
-
-const open = (url) =>
-  new Promise((resolve, reject) => {
-    const ws = new WebSocket(url, { maxPayload: 64 * 1024 * 1024 });
-    ws.once("open", () => resolve(ws));
-    ws.once("error", reject);
-  });
-
-async function waitForRelay(url, child) {
-  for (let i = 0; i < 300; i++) {
-    if (child.exitCode !== null) throw new Error(`${url}: the relay exited (${child.exitCode})`);
-    try {
-      (await open(url)).close();
-      return;
-    } catch {
-      await sleep(100);
-    }
-  }
-  throw new Error(`${url}: the relay did not start`);
-}
-
-// A relay process of ours, on a fresh data directory and a free port.
-async function startBuzz(bin) {
-  const dir = mkdtempSync(join(tmpdir(), "buzz-read-load-"));
-  const port = await freePort();
-  const env = {
-    ...process.env,
-    BUZZ__SERVER__BIND: `127.0.0.1:${port}`,
-    BUZZ__RELAY__DATA_DIR: dir,
-    BUZZ__STORAGE__DATABASE_URL: args["database-url"] ?? `sqlite://${dir}/buzz.db`,
-    BUZZ__METRICS__ENABLED: "false",
-    RUST_LOG: "warn",
-  };
-  const child = spawn(bin, [], { cwd: dir, env, stdio: ["ignore", "ignore", "inherit"] });
-  const url = `ws://127.0.0.1:${port}/`;
-  await waitForRelay(url, child);
-  return { name: "buzz", url, child, dir };
-}
-
-async function startPeer(bin) {
-  const dir = mkdtempSync(join(tmpdir(), "peer-read-load-"));
-  const port = await freePort();
-  writeFileSync(
-    join(dir, "config.toml"),
-    `[info]\nrelay_url = "ws://127.0.0.1:${port}/"\nname = "peer"\n` +
-      `[database]\ndata_directory = "${dir}"\n` +
-      `[network]\naddress = "127.0.0.1"\nport = ${port}\n` +
-      `[limits]\nmax_event_bytes = 524288\n`,
-  );
-  const child = spawn(bin, ["--config", join(dir, "config.toml"), "--db", dir], {
-    cwd: dir,
-    env: { ...process.env, RUST_LOG: "warn" },
-    stdio: ["ignore", "ignore", "inherit"],
-  });
-  const url = `ws://127.0.0.1:${port}/`;
-  await waitForRelay(url, child);
-  return { name: "nostr-rs-relay", url, child, dir };
-}
 
 // The notes every relay gets: the same signed events.
 function makeNotes() {
@@ -154,6 +74,24 @@ async function publish(url, events) {
   });
   ws.close();
   if (refused) throw new Error(`${url}: ${refused} notes refused`);
+}
+
+// Signing in JS takes about 3.5 ms a note: `--notes-file PATH` keeps them for the next run
+// (a file holding a different number of notes is signed again).
+function loadOrSignNotes() {
+  const file = args["notes-file"];
+  if (file && existsSync(file)) {
+    const data = JSON.parse(readFileSync(file, "utf8"));
+    if (data.events.length === notes) {
+      console.log(`read ${notes} signed notes from ${file}`);
+      return data;
+    }
+  }
+  const started = performance.now();
+  const data = makeNotes();
+  console.log(`signed ${notes} notes in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+  if (file) writeFileSync(file, JSON.stringify(data));
+  return data;
 }
 
 // One connection that runs REQs one at a time and times each to its EOSE.
@@ -236,10 +174,8 @@ const row = (label, r) =>
   `  (${r.eventsPerQuery.toFixed(1)} events)`;
 
 async function main() {
-  const signStarted = performance.now();
-  const data = makeNotes();
-  console.log(`signed ${notes} notes in ${((performance.now() - signStarted) / 1000).toFixed(1)} s`);
-  const relays = [await startBuzz(args["relay-bin"])];
+  const data = loadOrSignNotes();
+  const relays = [await startBuzz(args["relay-bin"], args["database-url"])];
   if (args["peer-bin"]) relays.push(await startPeer(args["peer-bin"]));
   const results = {};
   try {
@@ -274,10 +210,7 @@ async function main() {
       }
     }
   } finally {
-    for (const relay of relays) {
-      relay.child.kill("SIGTERM");
-      rmSync(relay.dir, { recursive: true, force: true });
-    }
+    stopAll(relays);
   }
 }
 
