@@ -122,16 +122,11 @@ async fn every_pane_draws_seeded_data(backend: Db, name: &str) {
     let mut snapshot = Snapshot::default();
     snapshot.db.update(db);
     snapshot.nip11.update(nip11(&client, &settings).await);
-    snapshot.processes = vec![
-        Process {
-            addr: metrics.clone(),
-            live,
-        },
-        Process {
-            addr: "127.0.0.1:1".into(),
-            live: down,
-        },
-    ];
+    let mut up = Process::new(metrics.clone());
+    up.live = live;
+    let mut gone = Process::new("127.0.0.1:1");
+    gone.live = down;
+    snapshot.processes = vec![up, gone];
     let mut app = App::new(Some(owner.pubkey().to_owned()));
 
     // Overview: key, community, both processes (one stale), errors by prefix.
@@ -288,8 +283,13 @@ async fn a_source_going_down_is_marked_stale(backend: Db, name: &str) {
     assert!(
         tokio::task::block_in_place(|| wait(&|s| s.processes[0].live.value.is_some()
             && s.db.value.is_some()
-            && s.nip11.value.is_some())),
-        "the first refresh arrives"
+            && s.nip11.value.is_some()
+            // Two scrapes: the second knows rates, the charts' first point.
+            && s.processes[0]
+                .history
+                .samples()
+                .any(|x| x.reading.as_ref().is_some_and(|r| r.interval.is_some())))),
+        "the first refreshes arrive"
     );
     let mut app = App::new(None);
     let text = draw(&mut app, &refresher.snapshot.lock().expect("snapshot"));
@@ -312,6 +312,14 @@ async fn a_source_going_down_is_marked_stale(backend: Db, name: &str) {
         .find(|l| l.contains(&format!("{metrics} STALE")))
         .expect("process row");
     assert!(!row.contains(" - "), "{row}");
+    // The charts' history kept every scrape across refreshes, the failed one a gap.
+    let history = &snapshot.processes[0].history;
+    assert!(history.is_stale(), "the newest sample is the failed scrape");
+    assert!(history.samples().filter(|x| x.reading.is_some()).count() >= 2);
+    assert!(
+        text.contains("Last 5 min · all processes") && text.contains("ingest events/s"),
+        "{text}"
+    );
     // The database still answers: the Overview still shows the key and community, and
     // the other panes draw (the plugin pane marks the relay's NIP-11 stale).
     assert!(text.contains("localhost"), "{text}");

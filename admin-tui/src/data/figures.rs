@@ -38,6 +38,9 @@ pub struct Live {
     pub figures: Figures,
     pub events_per_sec: f64,
     pub queries_per_sec: f64,
+    /// What happened since the previous scrape (`None` on a process's first scrape: the
+    /// rates above are then 0 because nothing is known yet, and charts leave them out).
+    pub interval: Option<Interval>,
     /// Latency quantiles, seconds (`None`: nothing observed).
     pub ingest_p50: Option<f64>,
     pub ingest_p99: Option<f64>,
@@ -119,6 +122,17 @@ pub fn quantile(buckets: &[(f64, f64)], q: f64) -> Option<f64> {
     buckets.iter().find(|(_, c)| *c >= want).map(|(le, _)| *le)
 }
 
+/// What a process did between two scrapes, for the Overview's charts.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Interval {
+    pub secs: f64,
+    /// Refusals per second by NIP-01 prefix (prefixes with none left out).
+    pub errors_per_sec: BTreeMap<String, f64>,
+    /// Cumulative `(upper bound seconds, count)` of the latencies observed in it.
+    pub ingest_buckets: Vec<(f64, f64)>,
+    pub query_buckets: Vec<(f64, f64)>,
+}
+
 /// Bucket counts observed since `before` (the whole history when there is none).
 fn since(now: &[(f64, f64)], before: Option<&[(f64, f64)]>) -> Vec<(f64, f64)> {
     match before {
@@ -144,6 +158,8 @@ impl Live {
             }
             None => (0.0, 0.0),
         };
+        let interval =
+            previous.map(|(old, then)| interval(&figures, old, at.duration_since(*then)));
         let recent = |now: &Vec<(f64, f64)>, old: Option<&Vec<(f64, f64)>>| {
             let window = since(now, old.map(Vec::as_slice));
             // Nothing happened since the last scrape: show the whole history's.
@@ -168,8 +184,109 @@ impl Live {
             ingest_p99: quantile(&ingest, 0.99),
             query_p50: quantile(&query, 0.5),
             query_p99: quantile(&query, 0.99),
+            interval,
             figures,
         }
+    }
+}
+
+/// The change from `old` to `now` over `elapsed`. A counter that went down (the process
+/// restarted) counts from zero rather than negative; histograms whose buckets changed
+/// shape count as nothing observed.
+fn interval(now: &Figures, old: &Figures, elapsed: std::time::Duration) -> Interval {
+    let secs = elapsed.as_secs_f64().max(0.001);
+    let errors_per_sec = now
+        .errors
+        .iter()
+        .filter_map(|(prefix, n)| {
+            let before = old.errors.get(prefix).copied().unwrap_or(0.0);
+            let grown = if *n >= before { n - before } else { *n };
+            (grown > 0.0).then(|| (prefix.clone(), grown / secs))
+        })
+        .collect();
+    let delta = |now: &[(f64, f64)], old: &[(f64, f64)]| {
+        if now.len() == old.len() && now.iter().zip(old).all(|(a, b)| a.0 == b.0) {
+            since(now, Some(old))
+        } else {
+            Vec::new()
+        }
+    };
+    Interval {
+        secs,
+        errors_per_sec,
+        ingest_buckets: delta(&now.ingest_buckets, &old.ingest_buckets),
+        query_buckets: delta(&now.query_buckets, &old.query_buckets),
+    }
+}
+
+/// Add `more` to the cumulative histogram `into` (same buckets; another shape is left
+/// out rather than mixed in).
+pub fn merge_buckets(into: &mut Vec<(f64, f64)>, more: &[(f64, f64)]) {
+    if into.is_empty() {
+        into.extend_from_slice(more);
+    } else if into.len() == more.len() && into.iter().zip(more).all(|(a, b)| a.0 == b.0) {
+        for (a, b) in into.iter_mut().zip(more) {
+            a.1 += b.1;
+        }
+    }
+}
+
+impl Live {
+    /// Several processes' figures as one relay's: counts and rates added, histograms
+    /// merged before their quantiles are taken (quantiles do not add). `None` when no
+    /// process has answered yet.
+    pub fn sum<'a>(lives: impl IntoIterator<Item = &'a Live>) -> Option<Live> {
+        let mut total: Option<Live> = None;
+        for l in lives {
+            let Some(t) = total.as_mut() else {
+                total = Some(l.clone());
+                continue;
+            };
+            let (f, g) = (&mut t.figures, &l.figures);
+            f.connections += g.connections;
+            f.events_in += g.events_in;
+            f.queries += g.queries;
+            f.writer_queue += g.writer_queue;
+            merge_buckets(&mut f.ingest_buckets, &g.ingest_buckets);
+            merge_buckets(&mut f.query_buckets, &g.query_buckets);
+            for (prefix, n) in &g.errors {
+                *f.errors.entry(prefix.clone()).or_default() += n;
+            }
+            t.events_per_sec += l.events_per_sec;
+            t.queries_per_sec += l.queries_per_sec;
+            t.interval = match (t.interval.take(), &l.interval) {
+                (Some(mut a), Some(b)) => {
+                    a.secs = a.secs.max(b.secs);
+                    for (prefix, n) in &b.errors_per_sec {
+                        *a.errors_per_sec.entry(prefix.clone()).or_default() += n;
+                    }
+                    merge_buckets(&mut a.ingest_buckets, &b.ingest_buckets);
+                    merge_buckets(&mut a.query_buckets, &b.query_buckets);
+                    Some(a)
+                }
+                // A process seen once has no rates yet: neither has the sum.
+                _ => None,
+            };
+        }
+        let mut t = total?;
+        // As for one process: the last interval's quantiles, else the whole history's.
+        let pick = |recent: Option<&Vec<(f64, f64)>>, all: &Vec<(f64, f64)>| match recent {
+            Some(r) if quantile(r, 1.0).is_some() => r.clone(),
+            _ => all.clone(),
+        };
+        let ingest = pick(
+            t.interval.as_ref().map(|i| &i.ingest_buckets),
+            &t.figures.ingest_buckets,
+        );
+        let query = pick(
+            t.interval.as_ref().map(|i| &i.query_buckets),
+            &t.figures.query_buckets,
+        );
+        t.ingest_p50 = quantile(&ingest, 0.5);
+        t.ingest_p99 = quantile(&ingest, 0.99);
+        t.query_p50 = quantile(&query, 0.5);
+        t.query_p99 = quantile(&query, 0.99);
+        Some(t)
     }
 }
 

@@ -11,6 +11,7 @@ pub mod captures;
 pub mod dryrun;
 pub mod figures;
 pub mod frontiers;
+pub mod history;
 pub mod nip86;
 pub mod report;
 pub mod sources;
@@ -72,11 +73,30 @@ pub struct DbState {
     pub moderation: Vec<CommunityModeration>,
 }
 
-/// One relay process's metrics endpoint and what it last said.
+/// One relay process's metrics endpoint, what it last said, and its last minutes (the
+/// Overview's charts).
 #[derive(Debug, Clone)]
 pub struct Process {
     pub addr: String,
     pub live: Sourced<Live>,
+    pub history: history::History,
+}
+
+impl Process {
+    pub fn new(addr: impl Into<String>) -> Process {
+        Process {
+            addr: addr.into(),
+            live: Sourced::default(),
+            history: history::History::default(),
+        }
+    }
+
+    /// Record one scrape taken at `at` (a failure keeps the last figures, stale, and is a
+    /// gap in the history).
+    pub fn record(&mut self, at: std::time::Instant, live: Result<Live, String>) {
+        self.history.record(at, live.as_ref().ok());
+        self.live.update(live);
+    }
 }
 
 /// What every pane draws from.

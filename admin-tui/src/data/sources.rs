@@ -6,7 +6,7 @@
 use super::figures::{Figures, Live};
 use super::frontiers::{gather_frontiers, Reader};
 use super::report::Report;
-use super::{CommunityModeration, DbState, Process, Snapshot, Sourced};
+use super::{CommunityModeration, DbState, Process, Snapshot};
 use buzz_core::config::Settings;
 use buzz_core::plugin::PluginCatalog;
 use buzz_core::store::inspect::{index_states, migration_times};
@@ -180,13 +180,7 @@ impl Refresher {
     ) -> Result<Refresher, String> {
         let addrs = metrics_addrs(&settings);
         let snapshot = Arc::new(Mutex::new(Snapshot {
-            processes: addrs
-                .iter()
-                .map(|addr| Process {
-                    addr: addr.clone(),
-                    live: Sourced::default(),
-                })
-                .collect(),
+            processes: addrs.iter().map(Process::new).collect(),
             ..Snapshot::default()
         }));
         let (wake, mut woken) = tokio::sync::mpsc::unbounded_channel();
@@ -216,7 +210,7 @@ impl Refresher {
                                 live
                             });
                             if let Ok(mut s) = shared.lock() {
-                                s.processes[i].live.update(live);
+                                s.processes[i].record(at, live);
                             }
                         }
                         let doc = nip11(&client, &settings).await;
@@ -280,7 +274,7 @@ impl Refresher {
             *r = Some(reader);
         }
         if let Ok(mut s) = self.snapshot.lock() {
-            s.frontiers = Sourced::default();
+            s.frontiers = super::Sourced::default();
         }
         self.refresh_now();
     }

@@ -4,6 +4,7 @@
 //! I/O (NIP-86 calls, dry-runs) is an [`Action`] the loop runs off the UI thread.
 
 mod captures;
+mod charts;
 mod frontiers;
 mod list;
 mod migrations;

@@ -1,9 +1,11 @@
-//! Overview: relay key, communities, and per relay process the live figures —
-//! connections, events/s in, queries/s, writer queue, ingest and query p50/p99, errors
-//! by prefix — with a stale marker on a process that stopped answering.
+//! Overview: relay key, communities, per relay process the live figures — connections,
+//! events/s in, queries/s, writer queue, ingest and query p50/p99 — with a first row
+//! summing them and a stale marker on a process that stopped answering; below, the
+//! charts of the last minutes (`charts.rs`) for the row picked with ↑↓ ("all" or one
+//! process).
 
-use super::{titled, Component, Filter};
-use crate::data::figures::latency;
+use super::{charts, titled, Component, Filter};
+use crate::data::figures::{latency, Live};
 use crate::data::Snapshot;
 use ratatui::crossterm::event::KeyEvent;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -11,7 +13,6 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Row, Table};
 use ratatui::Frame;
-use std::collections::BTreeMap;
 
 #[derive(Default)]
 pub(super) struct Overview {
@@ -28,7 +29,8 @@ impl Component for Overview {
     }
 
     fn handle_key(&mut self, key: KeyEvent, snapshot: &Snapshot) -> Option<super::Action> {
-        self.filter.navigate(&key, snapshot.processes.len());
+        // Row 0 is "all", then one row per process.
+        self.filter.navigate(&key, snapshot.processes.len() + 1);
         None
     }
 
@@ -52,10 +54,15 @@ impl Component for Overview {
             .unwrap_or_default();
         let communities = self.filter.apply(communities);
         let relay_rows = 2 + communities.len().max(1) as u16;
-        let [relay, processes, errors] = Layout::vertical([
-            Constraint::Length(relay_rows + 2),
-            Constraint::Min(4),
-            Constraint::Length(3),
+        let (relay_height, table_height) = heights(
+            area.height,
+            relay_rows + 2,
+            snapshot.processes.len() as u16 + 4,
+        );
+        let [relay, processes, charts_area] = Layout::vertical([
+            Constraint::Length(relay_height),
+            Constraint::Length(table_height),
+            Constraint::Min(0),
         ])
         .areas(area);
 
@@ -81,13 +88,15 @@ impl Component for Overview {
                 c[0], c[1], c[2], c[3]
             )));
         }
-        frame.render_widget(
-            Paragraph::new(lines).block(titled(
-                &format!("Relay{}", self.filter.label()),
-                snapshot.db.error.as_ref(),
-            )),
-            relay,
-        );
+        if relay.height > 0 {
+            frame.render_widget(
+                Paragraph::new(lines).block(titled(
+                    &format!("Relay{}", self.filter.label()),
+                    snapshot.db.error.as_ref(),
+                )),
+                relay,
+            );
+        }
 
         let header = Row::new(vec![
             "process",
@@ -99,40 +108,65 @@ impl Component for Overview {
             "query p50/99",
         ])
         .style(bold());
-        let selected = self.filter.clamp(snapshot.processes.len());
+        let selected = self.filter.clamp(snapshot.processes.len() + 1);
+        let row = |name: String, live: Option<&Live>| match live {
+            None => vec![
+                name,
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+            ],
+            Some(l) => vec![
+                name,
+                format!("{}", l.figures.connections),
+                format!("{:.1}", l.events_per_sec),
+                format!("{:.1}", l.queries_per_sec),
+                format!("{}", l.figures.writer_queue),
+                format!("{}/{}", latency(l.ingest_p50), latency(l.ingest_p99)),
+                format!("{}/{}", latency(l.query_p50), latency(l.query_p99)),
+            ],
+        };
+        // The sum over the processes that answer now (a stale one's old figures would
+        // be counted as current).
+        let stale = snapshot
+            .processes
+            .iter()
+            .filter(|p| p.live.is_stale())
+            .count();
+        let total = Live::sum(
+            snapshot
+                .processes
+                .iter()
+                .filter(|p| !p.live.is_stale())
+                .filter_map(|p| p.live.value.as_ref()),
+        );
+        let name = if stale > 0 {
+            format!("all ({stale} STALE)")
+        } else {
+            "all".to_owned()
+        };
+        let mut style = bold();
+        if selected == 0 {
+            style = style.add_modifier(Modifier::REVERSED);
+        }
+        let all = Row::new(row(name, total.as_ref())).style(style);
         let rows = snapshot.processes.iter().enumerate().map(|(i, p)| {
-            let mut row = match &p.live.value {
-                None => vec![
-                    p.addr.clone(),
-                    "-".into(),
-                    "-".into(),
-                    "-".into(),
-                    "-".into(),
-                    "-".into(),
-                    "-".into(),
-                ],
-                Some(l) => vec![
-                    p.addr.clone(),
-                    format!("{}", l.figures.connections),
-                    format!("{:.1}", l.events_per_sec),
-                    format!("{:.1}", l.queries_per_sec),
-                    format!("{}", l.figures.writer_queue),
-                    format!("{}/{}", latency(l.ingest_p50), latency(l.ingest_p99)),
-                    format!("{}/{}", latency(l.query_p50), latency(l.query_p99)),
-                ],
-            };
+            let mut row = row(p.addr.clone(), p.live.value.as_ref());
             let mut style = Style::new();
             if p.live.is_stale() {
                 row[0] = format!("{} STALE", p.addr);
                 style = style.fg(Color::Red);
             }
-            if i == selected {
+            if i + 1 == selected {
                 style = style.add_modifier(Modifier::REVERSED);
             }
             Row::new(row).style(style)
         });
         let table = Table::new(
-            rows,
+            std::iter::once(all).chain(rows),
             [
                 Constraint::Min(16),
                 Constraint::Length(5),
@@ -147,32 +181,19 @@ impl Component for Overview {
         .block(titled("Processes (live, /metrics)", None));
         frame.render_widget(table, processes);
 
-        // Errors by prefix, summed over the processes; the selected one's stale cause.
-        let mut by_prefix: BTreeMap<String, f64> = BTreeMap::new();
-        for p in &snapshot.processes {
-            if let Some(l) = &p.live.value {
-                for (prefix, n) in &l.figures.errors {
-                    *by_prefix.entry(prefix.clone()).or_default() += n;
-                }
-            }
-        }
-        let text = if by_prefix.is_empty() {
-            "none".to_owned()
-        } else {
-            by_prefix
-                .iter()
-                .map(|(p, n)| format!("{p} {n}"))
-                .collect::<Vec<_>>()
-                .join(" · ")
-        };
-        let cause = snapshot
-            .processes
-            .get(selected)
-            .and_then(|p| p.live.error.clone());
-        frame.render_widget(
-            Paragraph::new(text).block(titled("Errors by prefix", cause.as_ref())),
-            errors,
-        );
+        charts::draw(frame, charts_area, snapshot, selected.checked_sub(1));
+    }
+}
+
+/// Rows of the relay block and the process table out of `height`, the charts taking the
+/// rest: on a short terminal the relay block goes first, then the table shrinks, so
+/// one line of charts stays (its border and one chart).
+fn heights(height: u16, relay: u16, table: u16) -> (u16, u16) {
+    const CHARTS: u16 = 3;
+    if height >= relay + table + CHARTS {
+        (relay, table)
+    } else {
+        (0, table.min(height.saturating_sub(CHARTS)))
     }
 }
 
