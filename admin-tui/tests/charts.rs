@@ -1,6 +1,7 @@
 //! The Overview's charts on a ratatui `TestBackend`, from a scripted series of scrapes
 //! fed through the real figures and history code (`Live::from`, `Process::record`): two
-//! processes scraped every 2 s for two minutes, refusing with two NIP-01 prefixes, the
+//! processes scraped every 2 s for two minutes, refusing with two NIP-01 prefixes (labelled bare, as
+//! `buzz_errors_total{prefix}` is), the
 //! second one stopping to answer for the last 20 s.
 
 use buzz_admin::data::figures::{Figures, Live};
@@ -62,7 +63,7 @@ const PER_A: Per = Per {
     events: 20.0,
     queries: 10.0,
     connections: 3.0,
-    errors: &[("invalid:", 2.0)],
+    errors: &[("invalid", 2.0)],
     ingest: [90.0, 10.0, 0.0],
 };
 /// B: 20 ev/s, 2 q/s, 5 connections, 0.5/s `invalid:` and 2/s `blocked:`, ingest p99
@@ -71,7 +72,7 @@ const PER_B: Per = Per {
     events: 40.0,
     queries: 4.0,
     connections: 5.0,
-    errors: &[("invalid:", 1.0), ("blocked:", 4.0)],
+    errors: &[("invalid", 1.0), ("blocked", 4.0)],
     ingest: [98.0, 0.0, 2.0],
 };
 
@@ -172,8 +173,8 @@ fn the_sum_is_the_processes_added_and_a_stale_one_is_a_gap() {
         Metric::Events,
         Metric::Queries,
         Metric::Connections,
-        Metric::Errors(Some("invalid:".into())),
-        Metric::Errors(Some("blocked:".into())),
+        Metric::Errors(Some("invalid".into())),
+        Metric::Errors(Some("blocked".into())),
     ] {
         let (all, one, two): (Series, Series, Series) =
             (at(&[a, b], &metric), at(&[a], &metric), at(&[b], &metric));
@@ -219,7 +220,7 @@ fn the_sum_is_the_processes_added_and_a_stale_one_is_a_gap() {
     assert_eq!(at(&[b], &Metric::Events).points[100].value, Some(20.0));
     assert_eq!(at(&[a, b], &Metric::Events).points[100].value, Some(30.0));
     assert_eq!(
-        at(&[b], &Metric::Errors(Some("blocked:".into()))).points[100].value,
+        at(&[b], &Metric::Errors(Some("blocked".into()))).points[100].value,
         Some(2.0)
     );
     // Latencies merge: A 10 ms, B 100 ms, the two together 10 ms.

@@ -193,7 +193,9 @@ impl Metric {
             Metric::Events => "ingest events/s".into(),
             Metric::Queries => "queries/s".into(),
             Metric::Connections => "connections".into(),
-            Metric::Errors(Some(prefix)) => format!("errors/s {prefix}"),
+            // The metric's label is the bare prefix; shown as clients read it.
+            Metric::Errors(Some(prefix)) if prefix.ends_with(':') => format!("errors/s {prefix}"),
+            Metric::Errors(Some(prefix)) => format!("errors/s {prefix}:"),
             Metric::Errors(None) => "errors/s".into(),
             Metric::IngestP99 => "ingest p99".into(),
             Metric::QueryP99 => "query p99".into(),
@@ -251,10 +253,13 @@ pub struct Series {
 }
 
 impl Series {
+    /// The highest column, or the newest value if higher: a column is the mean of the
+    /// scrapes in it, so a last scrape above its column's mean still fits under the max.
     pub fn max(&self) -> Option<f64> {
         self.points
             .iter()
             .filter_map(|p| p.value)
+            .chain(self.latest)
             .filter(|v| v.is_finite())
             .fold(None, |m, v| Some(m.map_or(v, |m: f64| m.max(v))))
     }
@@ -418,6 +423,23 @@ mod tests {
         h.record(t0, Some(&live(1.0)));
         h.record(t0 - Duration::from_secs(1), Some(&live(2.0)));
         assert_eq!(h.len(), 1);
+    }
+
+    #[test]
+    fn a_column_is_the_mean_of_its_scrapes_and_the_max_holds_the_newest() {
+        let t0 = Instant::now();
+        let mut h = History::default();
+        h.record(t0, Some(&live(1.0)));
+        h.record(t0 + Duration::from_millis(500), Some(&live(3.0)));
+        let s = series(
+            &[&h],
+            &Metric::Connections,
+            t0 + Duration::from_millis(500),
+            Duration::from_secs(10),
+            5,
+        );
+        assert_eq!(s.points[4].value, Some(2.0));
+        assert_eq!((s.latest, s.max()), (Some(3.0), Some(3.0)));
     }
 
     #[test]
