@@ -1,6 +1,9 @@
 //! `buzz-relay`: reads the config, hands core the plugins built into this binary
 //! (`lib.rs`) and runs the relay, or one of the operator commands.
 
+mod first_start;
+mod logging;
+
 use anyhow::Context;
 use buzz_core::access::CommunityScripts;
 use buzz_core::config::Settings;
@@ -74,14 +77,6 @@ enum PolicyCommand {
 /// Failures print one line with the cause chain (`error: reading x: no such file`) and
 /// exit 1; a stack trace only when `RUST_BACKTRACE` asks for one.
 fn main() -> std::process::ExitCode {
-    // Logs go to stderr: stdout carries command output (`migrate --status`, `identity`).
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info,actix_server=warn".into()),
-        )
-        .init();
     let cli = Cli::parse();
     let result = tokio::runtime::Runtime::new()
         .context("starting the async runtime")
@@ -101,15 +96,19 @@ fn main() -> std::process::ExitCode {
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let catalog = buzz_relay::catalog();
     if let Some(Command::Policy { action }) = cli.command {
+        logging::init(None)?;
         return policy(action, cli.config.as_deref(), &catalog);
     }
     let settings = Settings::load(cli.config.as_deref(), &catalog)?;
+    logging::init(Some(&settings.log))?;
     match cli.command {
         Some(Command::Migrate { status }) => migrate(&settings, &catalog, status).await,
         Some(Command::Identity { reset, claim }) => {
             identity(&settings, &catalog, reset, claim).await
         }
-        Some(Command::Policy { .. }) | None => serve(settings, catalog).await,
+        Some(Command::Policy { .. }) | None => {
+            serve(settings, catalog, cli.config.as_deref()).await
+        }
     }
 }
 
@@ -214,9 +213,18 @@ fn community_files(
     Ok((file(&scripts.access), file(&scripts.moderation)))
 }
 
-async fn serve(settings: Settings, catalog: PluginCatalog) -> anyhow::Result<()> {
-    // `start` logs the listening address and the relay key, once.
-    let relay = RelayBuilder::new(settings).catalog(catalog).start().await?;
+async fn serve(
+    settings: Settings,
+    catalog: PluginCatalog,
+    config_flag: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
+    let config = first_start::config_in_use(config_flag);
+    let before = first_start::BeforeStart::look(&settings, config.as_deref());
+    let relay = RelayBuilder::new(settings.clone())
+        .catalog(catalog)
+        .start()
+        .await?;
+    first_start::announce(&relay, &settings, &before);
     relay.wait().await
 }
 

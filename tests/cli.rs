@@ -3,6 +3,8 @@
 
 use std::process::Command;
 
+mod support;
+
 fn relay(config: &std::path::Path, args: &[&str]) -> (bool, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_buzz-relay"))
         .arg("--config")
@@ -188,44 +190,8 @@ fn refusal(cwd: &std::path::Path, args: &[&str]) -> (bool, String) {
 /// log says so) when `policies/*.lua` are not there.
 #[test]
 fn starts_with_its_defaults_from_any_directory() {
-    use std::io::BufRead;
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_buzz-relay"))
-        .current_dir(dir.path())
-        .env_remove("DATABASE_URL")
-        .env("BUZZ__SERVER__BIND", "127.0.0.1:0")
-        .env("BUZZ__METRICS__BIND", "127.0.0.1:0")
-        .env("RUST_LOG", "info")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start buzz-relay");
-    let stderr = child.stderr.take().expect("stderr");
-    let (lines, seen) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stderr)
-            .lines()
-            .map_while(Result::ok)
-        {
-            if lines.send(line).is_err() {
-                return;
-            }
-        }
-    });
-    let mut log = String::new();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-    while !log.contains("relay listening") {
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        match seen.recv_timeout(left) {
-            Ok(line) => {
-                log.push_str(&line);
-                log.push('\n');
-            }
-            Err(_) => break,
-        }
-    }
-    let _ = child.kill();
-    let _ = child.wait();
+    let log = support::log_until(dir.path(), &[("RUST_LOG", "info")], "relay listening").join("\n");
     assert!(log.contains("relay listening"), "{log}");
     assert_eq!(
         log.matches("relay listening").count(),

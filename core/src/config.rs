@@ -32,6 +32,24 @@ pub struct Settings {
     pub plugins: BTreeMap<String, PluginSection>,
     pub limits: LimitSettings,
     pub metrics: MetricsSettings,
+    pub log: LogSettings,
+}
+
+/// `[log]`: how the relay writes its log (to stderr; stdout carries command output).
+#[derive(Debug, Clone, Deserialize)]
+pub struct LogSettings {
+    /// `text` (for people) or `json` (one object per line, for collectors).
+    pub format: LogFormat,
+    /// Which events are written: a `tracing` filter (`info`, `warn,buzz_core=debug`, …).
+    /// `RUST_LOG`, when set, replaces it.
+    pub level: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Text,
+    Json,
 }
 
 /// `[metrics]`: Prometheus text at `GET /metrics`, on a bind of its own (off the public
@@ -264,6 +282,10 @@ body_timeout_secs = 10
 enabled = true
 bind = "127.0.0.1:7778"
 processes = []
+
+[log]
+format = "text"
+level = "info,actix_server=warn"
 "#;
 
 const DEFAULT_COMMUNITY: &str = r#"
@@ -449,6 +471,12 @@ impl Settings {
                     anyhow::bail!("community {host}: owner {owner:?} is not a 64-hex pubkey");
                 }
             }
+        }
+        if let Err(err) = tracing_subscriber::EnvFilter::builder().parse(&self.log.level) {
+            anyhow::bail!(
+                "log.level {:?} is not a tracing filter: {err}",
+                self.log.level
+            );
         }
         let l = &self.limits;
         // One connection's budget must fit in the relay-wide one, or it could never fill.

@@ -1,0 +1,52 @@
+//! Running the real `buzz-relay` binary in a test and reading what it logs.
+
+use std::io::BufRead;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Start `buzz-relay` in `dir` on free ports with `env` set, read its stderr until a line
+/// contains `until` (or 30 s pass), stop it, and return every line read.
+pub fn log_until(dir: &Path, env: &[(&str, &str)], until: &str) -> Vec<String> {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_buzz-relay"));
+    command
+        .current_dir(dir)
+        .env_remove("DATABASE_URL")
+        .env_remove("RUST_LOG")
+        .env("BUZZ__SERVER__BIND", "127.0.0.1:0")
+        .env("BUZZ__METRICS__BIND", "127.0.0.1:0")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let mut child = command.spawn().expect("start buzz-relay");
+    let stderr = child.stderr.take().expect("stderr");
+    let (lines, seen) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if lines.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let mut log = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !log.iter().any(|l: &String| l.contains(until)) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match seen.recv_timeout(left) {
+            Ok(line) => log.push(line),
+            Err(_) => break,
+        }
+    }
+    // The lines a block prints right after the marker.
+    while let Ok(line) = seen.recv_timeout(Duration::from_millis(300)) {
+        log.push(line);
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    log
+}
