@@ -43,6 +43,10 @@ async fn node_negentropy_sync_against_the_relay() {
         .expect("node runs (is Node.js 20+ installed?)");
     println!("{}", String::from_utf8_lossy(&output.stdout));
     eprintln!("{}", String::from_utf8_lossy(&output.stderr));
-    assert!(output.status.success(), "node suite failed: {}", output.status);
+    assert!(
+        output.status.success(),
+        "node suite failed: {}",
+        output.status
+    );
     relay.stop().await;
 }

@@ -140,7 +140,10 @@ async fn sync_both_ways_learns_exactly_what_each_side_lacks(backend: TestBackend
         .await
         .expect("sync runs")
         .val;
-    assert!(again.remote.is_empty() && again.local.is_empty(), "{again:?}");
+    assert!(
+        again.remote.is_empty() && again.local.is_empty(),
+        "{again:?}"
+    );
     let on_relay = writer
         .fetch_events(in_channel(&group), WAIT)
         .await
