@@ -1,7 +1,9 @@
 //! `sync-bench`: an offline client catching up with a large channel. The relay holds a
 //! channel of `--messages` messages (100,000); the client holds all but `--missing-pct`
-//! percent (1%). Two ways to catch up, each over a fresh authenticated WebSocket, each
-//! run `--runs` times:
+//! percent (1%) — once lacking the newest ones (a client that was away), once lacking as
+//! many scattered evenly through the channel (the hard case for range-based
+//! reconciliation: nearly every range differs somewhere). Two ways to catch up, each
+//! over a fresh authenticated WebSocket, each run `--runs` times:
 //!
 //! - **NIP-77**: `NEG-OPEN` with the client's fingerprint, `NEG-MSG` rounds until the
 //!   client knows which ids it lacks, then one `REQ` by id for those (500 ids per
@@ -91,26 +93,27 @@ async fn run(args: Args) -> anyhow::Result<()> {
         storage.backend,
         started.elapsed()
     );
-    let every = (100.0 / args.missing_pct).round().max(1.0) as usize;
-    let held: Vec<(u64, String)> = events
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| i % every != 0)
-        .map(|(_, e)| (e.created_at as u64, e.id.clone()))
-        .collect();
-    let missing: HashSet<String> = events
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| i % every == 0)
-        .map(|(_, e)| e.id.clone())
-        .collect();
+    let lacking = ((events.len() as f64 * args.missing_pct / 100.0).round() as usize).max(1);
+    // An offline client lacks what arrived while it was away: the newest messages.
+    let newest = Holding::split(&events, |i| i >= events.len() - lacking);
+    // The hard case for range-based reconciliation: the same number, spread evenly, so
+    // nearly every range differs somewhere.
+    let every = (events.len() / lacking).max(1);
+    let scattered = Holding::split(&events, |i| i % every == 0);
     let (addr, runs, total) = (relay.addr, args.runs, events.len());
     // The client on a thread of its own, so its CPU can be told from the relay's.
     let client = std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
-        rt.block_on(measure(addr, keys, channel, held, missing, total, runs))
+        rt.block_on(measure(
+            addr,
+            keys,
+            channel,
+            [newest, scattered],
+            total,
+            runs,
+        ))
     });
     let figures = tokio::task::spawn_blocking(move || client.join())
         .await?
@@ -128,12 +131,38 @@ struct Cost {
     time: Duration,
     relay_cpu: Duration,
     rounds: usize,
-    /// NIP-77 only: time and relay CPU of the reconciliation alone (without the fetch).
+    /// NIP-77 only: time of the reconciliation alone (without the fetch).
     reconcile_time: Duration,
+    /// NIP-77 only: events fetched by id afterwards.
+    fetched: usize,
+}
+
+/// What the client holds, and what it lacks.
+struct Holding {
+    held: Vec<(u64, String)>,
+    missing: HashSet<String>,
+}
+
+impl Holding {
+    fn split(events: &[Event], lacks: impl Fn(usize) -> bool) -> Holding {
+        let mut holding = Holding {
+            held: Vec::new(),
+            missing: HashSet::new(),
+        };
+        for (i, e) in events.iter().enumerate() {
+            if lacks(i) {
+                holding.missing.insert(e.id.clone());
+            } else {
+                holding.held.push((e.created_at as u64, e.id.clone()));
+            }
+        }
+        holding
+    }
 }
 
 struct Figures {
-    sync: Vec<Cost>,
+    /// NIP-77 runs: the client lacking the newest messages, then scattered ones.
+    sync: [Vec<Cost>; 2],
     full: Vec<Cost>,
 }
 
@@ -141,19 +170,27 @@ async fn measure(
     addr: SocketAddr,
     keys: Keys,
     channel: String,
-    held: Vec<(u64, String)>,
-    missing: HashSet<String>,
+    holdings: [Holding; 2],
     total: usize,
     runs: usize,
 ) -> anyhow::Result<Figures> {
     let mut figures = Figures {
-        sync: Vec::new(),
+        sync: [Vec::new(), Vec::new()],
         full: Vec::new(),
     };
     for run in 0..runs {
-        let mut ws = Counted::connect(addr, &keys).await?;
-        let cost = catch_up_by_sync(&mut ws, &channel, &held, &missing, run).await?;
-        figures.sync.push(cost);
+        for (k, holding) in holdings.iter().enumerate() {
+            let mut ws = Counted::connect(addr, &keys).await?;
+            let cost = catch_up_by_sync(
+                &mut ws,
+                &channel,
+                &holding.held,
+                &holding.missing,
+                run * 2 + k,
+            )
+            .await?;
+            figures.sync[k].push(cost);
+        }
         let mut ws = Counted::connect(addr, &keys).await?;
         let cost = full_download(&mut ws, &channel, total, run).await?;
         figures.full.push(cost);
@@ -247,6 +284,7 @@ async fn catch_up_by_sync(
         relay_cpu,
         rounds,
         reconcile_time,
+        fetched,
     })
 }
 
@@ -298,6 +336,7 @@ async fn full_download(
         relay_cpu: cpu.relay(),
         rounds: pages,
         reconcile_time: Duration::ZERO,
+        fetched: 0,
     })
 }
 
@@ -311,38 +350,42 @@ fn print(args: &Args, backend: &str, figures: &Figures) {
     let ms = |c: &Cost| c.time.as_secs_f64() * 1e3;
     let cpu = |c: &Cost| c.relay_cpu.as_secs_f64() * 1e3;
     let rounds = |c: &Cost| c.rounds as f64;
-    let (s, f) = (&figures.sync, &figures.full);
+    let f = &figures.full;
     println!(
         "sync-bench: {} messages on {backend}, client missing {}% ({} ids), median of {} runs",
         args.messages,
         args.missing_pct,
-        (args.messages as f64 * args.missing_pct / 100.0).round(),
+        figures.sync[0].first().map_or(0, |c| c.fetched),
         args.runs
     );
+    for (label, s) in [
+        ("NIP-77, newest missing", &figures.sync[0]),
+        ("NIP-77, scattered missing", &figures.sync[1]),
+    ] {
+        println!(
+            "  {label:<26} {:>11.0} bytes ({:.0} up, {:.0} down), {:>8.1} ms, {} NEG-MSG rounds \
+             (reconciliation {:.1} ms, relay CPU {:.0} ms), then REQ by id; {:.1}x fewer bytes, \
+             {:.1}x less time than the full download",
+            median(s, bytes),
+            median(s, |c| c.sent as f64),
+            median(s, |c| c.received as f64),
+            median(s, ms),
+            median(s, rounds),
+            median(s, |c| c.reconcile_time.as_secs_f64() * 1e3),
+            median(s, cpu),
+            median(f, bytes) / median(s, bytes).max(1.0),
+            median(f, ms) / median(s, ms).max(1e-9),
+        );
+    }
     println!(
-        "  NIP-77 + REQ by id: {:>12.0} bytes ({:.0} up, {:.0} down), {:>8.1} ms, {} NEG-MSG rounds; \
-         reconciliation alone {:.1} ms, relay CPU {:.0} ms",
-        median(s, bytes),
-        median(s, |c| c.sent as f64),
-        median(s, |c| c.received as f64),
-        median(s, ms),
-        median(s, rounds),
-        median(s, |c| c.reconcile_time.as_secs_f64() * 1e3),
-        median(s, cpu),
-    );
-    println!(
-        "  full REQ download:  {:>12.0} bytes ({:.0} up, {:.0} down), {:>8.1} ms, {} pages; relay CPU {:.0} ms",
+        "  {:<26} {:>11.0} bytes ({:.0} up, {:.0} down), {:>8.1} ms, {} REQ pages; relay CPU {:.0} ms",
+        "full REQ download",
         median(f, bytes),
         median(f, |c| c.sent as f64),
         median(f, |c| c.received as f64),
         median(f, ms),
         median(f, rounds),
         median(f, cpu),
-    );
-    println!(
-        "  ratio: {:.1}x fewer bytes, {:.1}x less time",
-        median(f, bytes) / median(s, bytes).max(1.0),
-        median(f, ms) / median(s, ms).max(1e-9),
     );
 }
 
