@@ -11,4 +11,5 @@ pub fn catalog() -> PluginCatalog {
         .with(PluginEntry::of::<buzz_snapshot::SnapshotPlugin>())
         .with(PluginEntry::of::<buzz_artifacts::ArtifactsPlugin>())
         .with(PluginEntry::of::<buzz_read_state::ReadStatePlugin>())
+        .with(PluginEntry::of::<buzz_sync::SyncPlugin>())
 }

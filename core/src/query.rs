@@ -208,19 +208,50 @@ impl QueryService {
     }
 
     async fn count_checked(&self, ctx: &ConnCtx, filters: Vec<Filter>) -> Result<u64, Reason> {
-        let Prepared { standard, claimed } = self.prepare_checked(ctx, filters).await?;
-        if !claimed.is_empty() {
-            return Err(Reason::invalid(
-                "COUNT takes plain NIP-01 filters; this one has extension fields that only \
-                 REQ or POST /query answer",
-            ));
-        }
+        let standard = self.plain_checked(ctx, filters, "COUNT").await?;
         let scope = self.scope_of(ctx, &standard).await?;
         let now = self.services.clock.now_secs();
         self.services
             .store
             .read(move |mut conn| count_matching(&mut conn, &scope, &standard, now))
             .await
+    }
+
+    /// The checks a REQ of these filters gets ([`Self::prepare`]: bounds, core's access
+    /// rules — `auth-required:` for channel data before AUTH —, plugins' filter rules), for
+    /// a verb that reads plain NIP-01 filters some other way (a plugin's message verb: a
+    /// NIP-77 reconciliation, say). `verb` names it in the refusal of a filter a plugin
+    /// claims: claimed filters' answers are not plain event sets. Returns the filters,
+    /// which the caller then reads within [`crate::access::AccessService::scope_for`].
+    /// A refusal is counted as a rejected query in the relay's metrics.
+    pub async fn check_plain(
+        &self,
+        ctx: &ConnCtx,
+        filters: Vec<Filter>,
+        verb: &str,
+    ) -> Result<Vec<Filter>, Reason> {
+        let started = std::time::Instant::now();
+        let outcome = self.plain_checked(ctx, filters, verb).await;
+        if outcome.is_err() {
+            self.services.metrics.queried(started, &outcome);
+        }
+        outcome
+    }
+
+    async fn plain_checked(
+        &self,
+        ctx: &ConnCtx,
+        filters: Vec<Filter>,
+        verb: &str,
+    ) -> Result<Vec<Filter>, Reason> {
+        let Prepared { standard, claimed } = self.prepare_checked(ctx, filters).await?;
+        if !claimed.is_empty() {
+            return Err(Reason::invalid(format!(
+                "{verb} takes plain NIP-01 filters; this one has extension fields that only \
+                 REQ or POST /query answer"
+            )));
+        }
+        Ok(standard)
     }
 
     /// The caller's read scope for `filters`: filters that all name their channels need

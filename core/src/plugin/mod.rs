@@ -64,6 +64,7 @@ use crate::event::{Event, StoredEvent};
 use crate::filter::Filter;
 use crate::keys::Keys;
 use crate::live::LiveBus;
+use crate::query::QueryService;
 use crate::store::{insert_event, Conn, InsertOutcome, Store};
 use futures_util::future::BoxFuture;
 use serde_json::{Map, Value};
@@ -250,14 +251,16 @@ pub trait Plugin: Send + Sync + 'static {
     /// whole array, verb first; `connection` tells one WebSocket connection from
     /// another (state kept per connection is keyed by it and dropped in
     /// [`Plugin::connection_closed`]). Returns the relay messages to send back, in order,
-    /// each a JSON array; an `Err` is sent as a `NOTICE`. What it reads goes through
-    /// [`Services::access`] like every read path (`check_filter`, then the caller's
-    /// scope), so the auth rules of REQ hold for it too.
+    /// each a JSON array; an `Err` is sent as a `NOTICE`. What it reads goes through the
+    /// checks of every read path — `queries`' [`QueryService::check_plain`] (bounds,
+    /// core's anonymous rule, every plugin's `check_filter`), then the caller's scope from
+    /// [`Services::access`] — so the auth rules of REQ hold for it too.
     async fn answer_message(
         &self,
         _ctx: &ConnCtx,
         _connection: u64,
         _message: Vec<Value>,
+        _queries: &QueryService,
     ) -> Result<Vec<Value>, Reason> {
         Err(Reason::Internal(anyhow::anyhow!(
             "plugin {} declares message verbs but does not answer them",

@@ -275,6 +275,43 @@ macro_rules! conditions {
     }};
 }
 
+/// A boxed `events` query narrowed by one filter's fields (ids, authors, kinds, time
+/// range, tags), as `AND`ed conditions.
+macro_rules! narrowed {
+    ($q:expr, $filter:expr, $community_id:expr) => {{
+        let filter: &Filter = $filter;
+        let mut q = $q;
+        if let Some(ids) = &filter.ids {
+            q = q.filter(events::id.eq_any(ids.clone()));
+        }
+        if let Some(authors) = &filter.authors {
+            q = q.filter(events::pubkey.eq_any(authors.clone()));
+        }
+        if let Some(kinds) = &filter.kinds {
+            let kinds: Vec<i32> = kinds.iter().map(|k| *k as i32).collect();
+            q = q.filter(events::kind.eq_any(kinds));
+        }
+        if let Some(since) = filter.since {
+            q = q.filter(events::created_at.ge(since));
+        }
+        if let Some(until) = filter.until {
+            q = q.filter(events::created_at.le(until));
+        }
+        for (name, values) in &filter.tags {
+            q = q.filter(
+                events::seq.eq_any(
+                    event_tags::table
+                        .filter(event_tags::community_id.eq($community_id))
+                        .filter(event_tags::name.eq(name.clone()))
+                        .filter(event_tags::value.eq_any(values.clone()))
+                        .select(event_tags::event_seq),
+                ),
+            );
+        }
+        q
+    }};
+}
+
 /// Keys of the events matching `filter` (deleted and, at `now`, expired ones excluded),
 /// newest first (`created_at DESC, id ASC`), at most `limit`, with the `id` for ordering.
 pub fn query_keys(
@@ -310,37 +347,11 @@ pub fn query_keys(
                 length(events::content) + length(events::tags),
             ))
             .into_boxed();
-        let Some(mut q) = scoped!(q, scope, &readable, now) else {
+        let Some(q) = scoped!(q, scope, &readable, now) else {
             return Ok(Vec::new());
         };
-        if let Some(ids) = &filter.ids {
-            q = q.filter(events::id.eq_any(ids.clone()));
-        }
-        if let Some(authors) = &filter.authors {
-            q = q.filter(events::pubkey.eq_any(authors.clone()));
-        }
-        if let Some(kinds) = &filter.kinds {
-            let kinds: Vec<i32> = kinds.iter().map(|k| *k as i32).collect();
-            q = q.filter(events::kind.eq_any(kinds));
-        }
-        if let Some(since) = filter.since {
-            q = q.filter(events::created_at.ge(since));
-        }
-        if let Some(until) = filter.until {
-            q = q.filter(events::created_at.le(until));
-        }
-        for (name, values) in &filter.tags {
-            q = q.filter(
-                events::seq.eq_any(
-                    event_tags::table
-                        .filter(event_tags::community_id.eq(scope.community_id))
-                        .filter(event_tags::name.eq(name.clone()))
-                        .filter(event_tags::value.eq_any(values.clone()))
-                        .select(event_tags::event_seq),
-                ),
-            );
-        }
-        q.order((events::created_at.desc(), events::id.asc()))
+        narrowed!(q, filter, scope.community_id)
+            .order((events::created_at.desc(), events::id.asc()))
             .limit(i64::try_from(limit).unwrap_or(i64::MAX))
             .load(c)
     })?;
@@ -358,6 +369,48 @@ pub fn query_keys(
             )
         })
         .collect())
+}
+
+/// The `(created_at, id)` pairs of the events matching `filter` within `scope` at `now`
+/// (deleted and expired ones excluded, exactly as [`query_keys`] excludes them), newest
+/// first, at most `limit`: what a set reconciliation (NIP-77) compares, read from the
+/// `events` indexes and row headers alone — no content, tags or signature is read or
+/// sent. A caller bounding the set asks for one more than it accepts to learn that there
+/// are more. Run it inside [`Conn::repeatable_read`] with the reads it must agree with.
+pub fn query_stamps(
+    conn: &mut Conn<'_>,
+    scope: &Scope,
+    filter: &Filter,
+    limit: u64,
+    now: i64,
+) -> Result<Vec<(i64, String)>, Reason> {
+    if limit == 0 || filter.is_empty_match() {
+        return Ok(Vec::new());
+    }
+    let readable = match &scope.channels {
+        ChannelScope::Only(set) => Some(Readable::of(set, filter.channels(), conn.backend())),
+        _ => None,
+    };
+    if readable.as_ref().is_some_and(Readable::is_empty) && filter.channels().is_some() {
+        return Ok(Vec::new());
+    }
+    let _installed = match &readable {
+        Some(Readable::Function(set)) => Some(super::readable_fn::install(set.clone())),
+        _ => None,
+    };
+    let rows: Vec<(i64, String)> = with_conn!(conn, |c| {
+        let q = events::table
+            .select((events::created_at, events::id))
+            .into_boxed();
+        let Some(q) = scoped!(q, scope, &readable, now) else {
+            return Ok(Vec::new());
+        };
+        narrowed!(q, filter, scope.community_id)
+            .order((events::created_at.desc(), events::id.asc()))
+            .limit(i64::try_from(limit).unwrap_or(i64::MAX))
+            .load(c)
+    })?;
+    Ok(rows)
 }
 
 /// NIP-45: how many events match any of `filters` within `scope` at `now` — each event

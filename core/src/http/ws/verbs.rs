@@ -32,7 +32,10 @@ impl Connection {
     pub(super) async fn on_other(&mut self, verb: &str, message: Vec<Value>) {
         let plugins = self.state.plugins.clone();
         if let Some(plugin) = plugins.iter().find(|p| p.message_verbs().contains(&verb)) {
-            match plugin.answer_message(&self.ctx, self.id, message).await {
+            let answered = plugin
+                .answer_message(&self.ctx, self.id, message, &self.state.query)
+                .await;
+            match answered {
                 Ok(replies) => {
                     for reply in replies {
                         self.out.send(reply.to_string());

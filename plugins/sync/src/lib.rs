@@ -1,0 +1,216 @@
+//! `sync`: NIP-77 negentropy set reconciliation. A client that was offline sends the
+//! (created_at, id) fingerprint of what it holds for a filter and learns, in a few round
+//! trips, which ids it lacks and which the relay lacks — without either side sending the
+//! events or even all their ids.
+//!
+//! The record set of a reconciliation is what a REQ of the same filter could return to
+//! the same reader: the filter passes the checks a REQ gets (bounds, the anonymous rule —
+//! `auth-required:` for channel data before AUTH —, every plugin's filter rules) and is
+//! read within the reader's access scope, deleted, removed and expired events left out. A
+//! channel the reader cannot read reconciles exactly like an empty one. The set is read
+//! once, in one consistent snapshot, when the session opens; the protocol itself is
+//! rust-nostr's `negentropy` crate (protocol v1).
+//!
+//! | file | concern |
+//! |---|---|
+//! | `lib.rs` | manifest: name, config section and its bounds, NIP-11 `supported_nips` 77 |
+//! | `message.rs` | the grammar of `NEG-OPEN` / `NEG-MSG` / `NEG-CLOSE` (every refusal there) |
+//! | `records.rs` | the reader's record set: checks, scope, one snapshot, the record bound |
+//! | `sessions.rs` | open sessions: per connection, idle timeout, the process's record budget |
+//! | `plugin.rs` | the running plugin: dispatch, answers, the idle sweeper |
+
+mod message;
+mod plugin;
+mod records;
+mod sessions;
+
+pub use plugin::Reconciler;
+pub use sessions::RECORD_BYTES;
+
+use buzz_core::plugin::{AdminPanel, Plugin, PluginManifest, Services};
+use buzz_core::store::Conn;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// The config name: `[plugins.sync]`.
+pub const NAME: &str = "sync";
+
+/// Largest `max_sync_records` (a session holds 40 bytes per record: 200 MB at this bound).
+pub const MAX_SYNC_RECORDS_BOUND: usize = 5_000_000;
+/// Largest `max_records_in_memory` (4 GB of records).
+pub const MAX_RECORDS_IN_MEMORY_BOUND: usize = 100_000_000;
+/// Smallest `frame_size_limit` the negentropy implementation accepts.
+pub const MIN_FRAME_SIZE: usize = 4_096;
+/// Largest `frame_size_limit`: its hex text (twice as long) stays within the relay's
+/// default 512 KiB message size, which clients commonly apply too.
+pub const MAX_FRAME_SIZE: usize = 250_000;
+/// Largest `max_sessions_per_connection`.
+pub const MAX_SESSIONS_BOUND: usize = 64;
+/// Largest `idle_timeout_secs`.
+pub const MAX_IDLE_TIMEOUT_SECS: u64 = 3_600;
+
+/// `[plugins.sync]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Records one reconciliation may cover; a filter matching more is refused with
+    /// `NEG-ERR "blocked: ..."` (narrow it with `since`/`until` or by channel).
+    /// 1 to [`MAX_SYNC_RECORDS_BOUND`].
+    pub max_sync_records: usize,
+    /// Records all open sessions of this process may hold together (40 bytes each); an
+    /// open that finds no room is refused with a retryable `error:`. At least
+    /// `max_sync_records`, at most [`MAX_RECORDS_IN_MEMORY_BOUND`].
+    pub max_records_in_memory: usize,
+    /// Largest negentropy message the relay sends, in bytes before hex encoding
+    /// ([`MIN_FRAME_SIZE`] to [`MAX_FRAME_SIZE`]); a larger answer is split over more
+    /// round trips.
+    pub frame_size_limit: usize,
+    /// Sessions one connection may have open at once (1 to [`MAX_SESSIONS_BOUND`]).
+    pub max_sessions_per_connection: usize,
+    /// Seconds a session may go without a message before it is dropped (its next
+    /// `NEG-MSG` is answered `NEG-ERR`); 1 to [`MAX_IDLE_TIMEOUT_SECS`].
+    pub idle_timeout_secs: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            max_sync_records: 500_000,
+            max_records_in_memory: 2_000_000,
+            frame_size_limit: 65_536,
+            max_sessions_per_connection: 4,
+            idle_timeout_secs: 60,
+        }
+    }
+}
+
+/// The manifest the binary registers.
+pub struct SyncPlugin;
+
+impl PluginManifest for SyncPlugin {
+    const NAME: &'static str = NAME;
+    const ENABLED_BY_DEFAULT: bool = true;
+    const SUPPORTED_NIPS: &'static [u32] = &[77];
+    type Config = Config;
+
+    fn validate(config: &Config) -> anyhow::Result<()> {
+        if !(1..=MAX_SYNC_RECORDS_BOUND).contains(&config.max_sync_records) {
+            anyhow::bail!("max_sync_records must be from 1 to {MAX_SYNC_RECORDS_BOUND}");
+        }
+        if !(config.max_sync_records..=MAX_RECORDS_IN_MEMORY_BOUND)
+            .contains(&config.max_records_in_memory)
+        {
+            anyhow::bail!(
+                "max_records_in_memory must be from max_sync_records ({}) to \
+                 {MAX_RECORDS_IN_MEMORY_BOUND}",
+                config.max_sync_records
+            );
+        }
+        if !(MIN_FRAME_SIZE..=MAX_FRAME_SIZE).contains(&config.frame_size_limit) {
+            anyhow::bail!("frame_size_limit must be from {MIN_FRAME_SIZE} to {MAX_FRAME_SIZE}");
+        }
+        if !(1..=MAX_SESSIONS_BOUND).contains(&config.max_sessions_per_connection) {
+            anyhow::bail!("max_sessions_per_connection must be from 1 to {MAX_SESSIONS_BOUND}");
+        }
+        if !(1..=MAX_IDLE_TIMEOUT_SECS).contains(&config.idle_timeout_secs) {
+            anyhow::bail!("idle_timeout_secs must be from 1 to {MAX_IDLE_TIMEOUT_SECS}");
+        }
+        Ok(())
+    }
+
+    /// Its bounds; sessions live in each relay process, not in the database.
+    fn admin_panel(
+        config: &Config,
+        _conn: &mut Conn<'_>,
+    ) -> Result<AdminPanel, buzz_core::error::Reason> {
+        Ok(AdminPanel::default()
+            .fact("max records per reconciliation", config.max_sync_records)
+            .fact("max records in memory", config.max_records_in_memory)
+            .fact("frame size limit (bytes)", config.frame_size_limit)
+            .fact(
+                "max sessions per connection",
+                config.max_sessions_per_connection,
+            )
+            .fact("idle timeout (s)", config.idle_timeout_secs))
+    }
+
+    fn build(config: Config, services: &Services) -> anyhow::Result<Arc<dyn Plugin>> {
+        Ok(Arc::new(Reconciler::new(config, services.clone())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn valid(change: impl FnOnce(&mut Config)) -> bool {
+        let mut config = Config::default();
+        change(&mut config);
+        SyncPlugin::validate(&config).is_ok()
+    }
+
+    #[test]
+    fn the_defaults_are_valid() {
+        assert!(valid(|_| {}));
+    }
+
+    #[test]
+    fn every_key_is_bounded_at_both_ends() {
+        assert!(valid(|c| c.max_sync_records = 1));
+        assert!(!valid(|c| c.max_sync_records = 0));
+        assert!(valid(|c| {
+            c.max_sync_records = MAX_SYNC_RECORDS_BOUND;
+            c.max_records_in_memory = MAX_SYNC_RECORDS_BOUND;
+        }));
+        assert!(!valid(|c| {
+            c.max_sync_records = MAX_SYNC_RECORDS_BOUND + 1;
+            c.max_records_in_memory = MAX_RECORDS_IN_MEMORY_BOUND;
+        }));
+        // The process's budget holds at least one full session, and is itself bounded.
+        assert!(valid(|c| c.max_records_in_memory = c.max_sync_records));
+        assert!(!valid(|c| c.max_records_in_memory = c.max_sync_records - 1));
+        assert!(valid(
+            |c| c.max_records_in_memory = MAX_RECORDS_IN_MEMORY_BOUND
+        ));
+        assert!(!valid(
+            |c| c.max_records_in_memory = MAX_RECORDS_IN_MEMORY_BOUND + 1
+        ));
+        assert!(valid(|c| c.frame_size_limit = MIN_FRAME_SIZE));
+        assert!(!valid(|c| c.frame_size_limit = MIN_FRAME_SIZE - 1));
+        assert!(valid(|c| c.frame_size_limit = MAX_FRAME_SIZE));
+        assert!(!valid(|c| c.frame_size_limit = MAX_FRAME_SIZE + 1));
+        assert!(valid(|c| c.max_sessions_per_connection = 1));
+        assert!(!valid(|c| c.max_sessions_per_connection = 0));
+        assert!(valid(|c| c.max_sessions_per_connection = MAX_SESSIONS_BOUND));
+        assert!(!valid(
+            |c| c.max_sessions_per_connection = MAX_SESSIONS_BOUND + 1
+        ));
+        assert!(valid(|c| c.idle_timeout_secs = 1));
+        assert!(!valid(|c| c.idle_timeout_secs = 0));
+        assert!(valid(|c| c.idle_timeout_secs = MAX_IDLE_TIMEOUT_SECS));
+        assert!(!valid(|c| c.idle_timeout_secs = MAX_IDLE_TIMEOUT_SECS + 1));
+    }
+
+    #[test]
+    fn the_largest_frame_fits_a_default_message() {
+        let catalog = buzz_core::plugin::PluginCatalog::new()
+            .with(buzz_core::plugin::PluginEntry::of::<SyncPlugin>());
+        let settings = buzz_core::config::Settings::load_from(None, &Default::default(), &catalog)
+            .expect("defaults");
+        // Hex doubles it; the JSON around it (verb, a 64-character id) is under 256 bytes.
+        assert!(2 * MAX_FRAME_SIZE + 256 <= settings.limits.max_message_bytes);
+    }
+
+    #[test]
+    fn an_unknown_key_is_refused_naming_the_section() {
+        let mut section = buzz_core::config::PluginSection::default();
+        section
+            .options
+            .insert("max_records".into(), serde_json::json!(5));
+        let catalog = buzz_core::plugin::PluginCatalog::new()
+            .with(buzz_core::plugin::PluginEntry::of::<SyncPlugin>());
+        let plugins = std::collections::BTreeMap::from([(NAME.to_owned(), section)]);
+        let err = catalog.complete(&plugins).expect_err("unknown key");
+        assert!(format!("{err:#}").contains("max_records"), "{err:#}");
+    }
+}
