@@ -41,6 +41,11 @@ pub enum Reason {
     /// The thing asked for does not exist here (HTTP 404).
     #[error("invalid: {0}")]
     NotFound(String),
+    /// Server-side state the request continues was closed by the relay (`closed:`, HTTP
+    /// 410): a NIP-77 sync session dropped after its idle timeout, say. Opening it again
+    /// works.
+    #[error("closed: {0}")]
+    Closed(String),
     /// The client did not send its request in time (`error:`, HTTP 408); a retry that
     /// sends faster may work.
     #[error("error: {0}")]
@@ -102,6 +107,7 @@ impl Reason {
             Reason::AuthRequired(_) => "auth-required",
             Reason::Duplicate(_) => "duplicate",
             Reason::Conflict(_) => "conflict",
+            Reason::Closed(_) => "closed",
             Reason::TooSlow(_)
             | Reason::Unavailable(_)
             | Reason::PolicyFailure(_)
@@ -121,6 +127,7 @@ impl Reason {
             Reason::Duplicate(_) => 200,
             Reason::Conflict(_) => 409,
             Reason::NotFound(_) => 404,
+            Reason::Closed(_) => 410,
             Reason::TooSlow(_) => 408,
             Reason::Unavailable(_) => 503,
             Reason::Internal(_) | Reason::PolicyFailure(_) => 500,
@@ -196,6 +203,7 @@ mod tests {
             (Reason::Conflict("x".into()), "conflict: x", 409),
             (Reason::NotFound("x".into()), "invalid: x", 404),
             (Reason::TooSlow("x".into()), "error: x", 408),
+            (Reason::Closed("x".into()), "closed: x", 410),
             (Reason::Unavailable("x".into()), "error: x", 503),
             (
                 Reason::Coded {

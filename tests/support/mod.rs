@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 /// Start `buzz-relay` in `dir` on free ports with `env` set, read its stderr until a line
 /// contains `until` (or 30 s pass), stop it, and return every line read.
-pub fn log_until(dir: &Path, env: &[(&str, &str)], until: &str) -> Vec<String> {
+pub(crate) fn log_until(dir: &Path, env: &[(&str, &str)], until: &str) -> Vec<String> {
     let mut command = Command::new(env!("CARGO_BIN_EXE_buzz-relay"));
     command
         .current_dir(dir)

@@ -48,6 +48,7 @@ fn error_retry_after(reason: &Reason, retry_after_secs: u64) -> PluginResponse {
         Reason::RateLimited(_) => (429, "rate_limited"),
         // A body that did not arrive in time: this API's retryable class.
         Reason::TooSlow(_)
+        | Reason::Closed(_)
         | Reason::Unavailable(_)
         | Reason::Internal(_)
         | Reason::PolicyFailure(_) => (503, "temporarily_unavailable"),

@@ -107,7 +107,7 @@ impl Reconciler {
         let mut session = match self.sessions.take(connection, sub, Instant::now()) {
             Lookup::Found(session) => session,
             Lookup::TimedOut => {
-                return Err(Reason::TooSlow(format!(
+                return Err(Reason::Closed(format!(
                     "sync session {sub:?} was closed after {} s without a message \
                      (idle_timeout_secs); send NEG-OPEN again",
                     self.config.idle_timeout_secs

@@ -113,7 +113,7 @@ async fn an_idle_session_is_dropped(backend: TestBackend, name: &str) {
         .await
         .expect_err("timed out");
     assert!(
-        late.starts_with("error: ") && late.contains("idle_timeout_secs"),
+        late.starts_with("closed: ") && late.contains("idle_timeout_secs"),
         "{late}"
     );
     // Its slot is free again.
