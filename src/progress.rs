@@ -27,7 +27,9 @@ impl Bar {
 
     fn style(&self, known: bool) -> ProgressStyle {
         let template = match (self.units, known) {
-            (Units::Rows, true) => "{msg:28} [{bar:32}] {human_pos}/{human_len} {per_sec} eta {eta}",
+            (Units::Rows, true) => {
+                "{msg:28} [{bar:32}] {human_pos}/{human_len} {per_sec} eta {eta}"
+            }
             (Units::Rows, false) => "{msg:28} {spinner} {human_pos} {per_sec}",
             (Units::Bytes, true) => {
                 "{msg:28} [{bar:32}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}"

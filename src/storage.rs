@@ -91,9 +91,11 @@ pub(crate) async fn export(
             };
             let stdout = std::io::stdout();
             let mut out = std::io::BufWriter::with_capacity(1 << 20, stdout.lock());
-            let written =
-                export_sql::export(&mut conn, range, &mut out, &Bar::new(Units::Rows))?;
-            Ok((written, community.unwrap_or_else(|| "all communities".into())))
+            let written = export_sql::export(&mut conn, range, &mut out, &Bar::new(Units::Rows))?;
+            Ok((
+                written,
+                community.unwrap_or_else(|| "all communities".into()),
+            ))
         })
     })
     .await
@@ -116,8 +118,8 @@ pub(crate) async fn import(
     let host = community_host(&settings, community.as_deref())?;
     let (input, total): (Box<dyn BufRead + Send>, Option<u64>) = match &file {
         Some(path) if path.as_os_str() != "-" => {
-            let f = std::fs::File::open(path)
-                .with_context(|| format!("opening {}", path.display()))?;
+            let f =
+                std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
             let len = f.metadata().ok().map(|m| m.len());
             (Box::new(std::io::BufReader::with_capacity(1 << 20, f)), len)
         }
@@ -182,7 +184,10 @@ pub(crate) async fn copy(
     .context("copy task")?
     .map_err(failed("copy"))?;
     for table in &report.tables {
-        eprintln!("  {:<12} {:<24} {:>10} rows", table.owner, table.table, table.rows);
+        eprintln!(
+            "  {:<12} {:<24} {:>10} rows",
+            table.owner, table.table, table.rows
+        );
     }
     eprintln!(
         "copied {} rows in {} tables to {}, each table checked (rows and checksum), in {}",

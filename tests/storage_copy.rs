@@ -40,20 +40,26 @@ fn every_migrated_table_is_declared() {
         }))
         .collect();
     for (name, set, declared) in sets {
-        let url = format!("sqlite://{}", dir.path().join(format!("{name}.db")).display());
+        let url = format!(
+            "sqlite://{}",
+            dir.path().join(format!("{name}.db")).display()
+        );
         Store::migrations(&url, &set)
             .expect("open")
             .run_pending()
             .expect("migrate");
-        let present = Store::with_database(&url, |mut conn| tables::present(&mut conn))
-            .expect("list tables");
+        let present =
+            Store::with_database(&url, |mut conn| tables::present(&mut conn)).expect("list tables");
         let mut expected: Vec<String> = tables::CORE_TABLES
             .iter()
             .chain(declared.iter())
             .map(|t| t.to_string())
             .collect();
         expected.sort();
-        assert_eq!(present, expected, "{name}: tables its migrations create vs. declared");
+        assert_eq!(
+            present, expected,
+            "{name}: tables its migrations create vs. declared"
+        );
     }
 }
 
@@ -150,17 +156,32 @@ async fn build(relay: &TestRelay) -> World {
         bob.keys.clone(),
     );
     let marked = api
-        .intents(&[mark_through(&channel, None, &root.id), follow(&channel, &root.id)])
+        .intents(&[
+            mark_through(&channel, None, &root.id),
+            follow(&channel, &root.id),
+        ])
         .await
         .expect("intents");
     assert_eq!(marked.status, 200, "{}", marked.body);
-    let first = bob.publish(reply(&bob.keys, &channel, &root, "first")).await;
-    alice.publish(reply(&alice.keys, &channel, &root, "second")).await;
-    bob.publish(bob.keys.sign(5, vec![tag(&["h", &channel]), tag(&["e", &first.id])], "", now()))
+    let first = bob
+        .publish(reply(&bob.keys, &channel, &root, "first"))
         .await;
-    let mention = alice
-        .keys
-        .sign(9, vec![tag(&["h", &channel]), tag(&["p", &bob.pubkey()])], "hey bob", now());
+    alice
+        .publish(reply(&alice.keys, &channel, &root, "second"))
+        .await;
+    bob.publish(bob.keys.sign(
+        5,
+        vec![tag(&["h", &channel]), tag(&["e", &first.id])],
+        "",
+        now(),
+    ))
+    .await;
+    let mention = alice.keys.sign(
+        9,
+        vec![tag(&["h", &channel]), tag(&["p", &bob.pubkey()])],
+        "hey bob",
+        now(),
+    );
     alice.publish(mention).await;
     alice.post(&other, "elsewhere").await;
 
@@ -261,7 +282,12 @@ async fn copy_answers_the_same(backend: TestBackend, test: &str) {
     let (ok, _, err) = run(&cfg, &["copy", "--to", &destination.url]);
     assert!(ok, "{err}");
     assert!(err.contains("each table checked"), "{err}");
-    for table in ["events", "artifact_revisions", "read_state_frontiers", "snapshot_captures"] {
+    for table in [
+        "events",
+        "artifact_revisions",
+        "read_state_frontiers",
+        "snapshot_captures",
+    ] {
         assert!(err.contains(table), "{table} listed: {err}");
     }
 
@@ -269,9 +295,14 @@ async fn copy_answers_the_same(backend: TestBackend, test: &str) {
     let (ok, out, err) = run(&copy_cfg, &["identity"]);
     assert!(ok && out.trim() == pubkey, "identity kept: {out}{err}");
 
-    let copy = full_relay(other(backend), test, Some(destination.url.clone()), Some(key))
-        .await
-        .expect("relay on the copy");
+    let copy = full_relay(
+        other(backend),
+        test,
+        Some(destination.url.clone()),
+        Some(key),
+    )
+    .await
+    .expect("relay on the copy");
     let after = answers(&copy, &world).await;
     assert_eq!(before, after, "the copy answers like the original");
 
@@ -284,11 +315,17 @@ async fn copy_answers_the_same(backend: TestBackend, test: &str) {
             vec![json!({"top_level": true, "#h": [world.channel], "kinds": [9], "limit": 1})],
         )
         .await;
-    assert!(window.iter().any(|e| e.id == fresh.id), "newest row is the new one");
+    assert!(
+        window.iter().any(|e| e.id == fresh.id),
+        "newest row is the new one"
+    );
     copy.stop().await;
 
     let (ok, _, err) = run(&cfg, &["copy", "--to", &destination.url]);
-    assert!(!ok && err.contains("error: ") && err.contains("not empty"), "{err}");
+    assert!(
+        !ok && err.contains("error: ") && err.contains("not empty"),
+        "{err}"
+    );
 }
 
 /// A file of `n` signed notes with `tags` tags each.
@@ -297,8 +334,12 @@ fn notes(n: usize, tags: usize) -> String {
     let t = now() - 86_400;
     (0..n)
         .map(|i| {
-            let tags = (0..tags).map(|j| tag(&["t", &format!("topic{j}")])).collect();
-            keys.sign(1, tags, &format!("note {i}"), t + i as i64).to_json() + "\n"
+            let tags = (0..tags)
+                .map(|j| tag(&["t", &format!("topic{j}")]))
+                .collect();
+            keys.sign(1, tags, &format!("note {i}"), t + i as i64)
+                .to_json()
+                + "\n"
         })
         .collect()
 }
@@ -339,7 +380,10 @@ async fn a_killed_copy_is_never_served(backend: TestBackend, test: &str) {
             child.try_wait().expect("poll copy").is_none(),
             "the copy ended before it could be interrupted: give it more rows"
         );
-        assert!(std::time::Instant::now() < deadline, "the copy never started");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the copy never started"
+        );
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
     child.kill().expect("kill -9");
@@ -369,7 +413,10 @@ async fn a_killed_copy_is_never_served(backend: TestBackend, test: &str) {
         pipe.read_to_string(&mut err).expect("stderr");
     }
     assert!(!status.success(), "{err}");
-    assert!(err.contains("error: ") && err.contains("did not finish"), "{err}");
+    assert!(
+        err.contains("error: ") && err.contains("did not finish"),
+        "{err}"
+    );
     // …and so does a second copy into it.
     let (ok, _, err) = run(&cfg, &["copy", "--to", &destination.url]);
     assert!(!ok && err.contains("did not finish"), "{err}");

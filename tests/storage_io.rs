@@ -141,7 +141,15 @@ async fn import_checks_every_line_and_export_replays_it(backend: TestBackend, te
     let (since, until) = ((t + 4).to_string(), (t + 5).to_string());
     let (ok, out, err) = run(
         &cfg,
-        &["export", "--community", "LOCALHOST.", "--since", &since, "--until", &until],
+        &[
+            "export",
+            "--community",
+            "LOCALHOST.",
+            "--since",
+            &since,
+            "--until",
+            &until,
+        ],
     );
     assert!(ok, "{err}");
     assert_eq!(
@@ -149,7 +157,10 @@ async fn import_checks_every_line_and_export_replays_it(backend: TestBackend, te
         vec![reply.id.clone(), note.id.clone()]
     );
     let (ok, _, err) = run(&cfg, &["export", "--community", "nowhere.test"]);
-    assert!(!ok && err.contains("error: ") && err.contains("no community nowhere.test"), "{err}");
+    assert!(
+        !ok && err.contains("error: ") && err.contains("no community nowhere.test"),
+        "{err}"
+    );
 
     // Importing again: every line a duplicate, nothing new.
     let (ok, _, err) = run(&cfg, &["import", file_arg]);
@@ -178,11 +189,18 @@ async fn import_checks_every_line_and_export_replays_it(backend: TestBackend, te
     assert_eq!(replayable.len(), 7, "{out}");
     let (ok, _, err) = run(
         &second_cfg,
-        &["import", "--community", "localhost", export_file.to_str().expect("path")],
+        &[
+            "import",
+            "--community",
+            "localhost",
+            export_file.to_str().expect("path"),
+        ],
     );
     assert!(ok, "{err}");
     assert!(
-        err.contains("imported 7 events into localhost: 0 duplicate, 0 invalid, 3 relay-authored skipped"),
+        err.contains(
+            "imported 7 events into localhost: 0 duplicate, 0 invalid, 3 relay-authored skipped"
+        ),
         "{err}"
     );
     let (ok, again, err) = run(&second_cfg, &["export"]);
@@ -245,7 +263,12 @@ async fn backup_while_the_relay_writes() {
         .expect("relay");
     let dir = tempfile::tempdir().expect("tempdir");
     let key = relay.running().services.relay_keys.secret_hex();
-    let cfg = config(dir.path(), "live", &relay.settings.storage.database_url, &key);
+    let cfg = config(
+        dir.path(),
+        "live",
+        &relay.settings.storage.database_url,
+        &key,
+    );
     let acked = Arc::new(Mutex::new(Vec::new()));
     let stop = Arc::new(AtomicBool::new(false));
     let writer = spawn_writer(&relay, acked.clone(), stop.clone());
@@ -272,7 +295,10 @@ async fn backup_while_the_relay_writes() {
     );
     // A second backup into the same file is refused, the first left as it is.
     let (ok, _, err) = run(&cfg, &["backup", path.to_str().expect("path")]);
-    assert!(!ok && err.contains("error: ") && err.contains("exists"), "{err}");
+    assert!(
+        !ok && err.contains("error: ") && err.contains("exists"),
+        "{err}"
+    );
 
     let url = format!("sqlite://{}", path.display());
     let copy = TestRelay::start_with(
@@ -287,7 +313,11 @@ async fn backup_while_the_relay_writes() {
     .await
     .expect("a relay opens the backup");
     for id in &before {
-        assert_eq!(copy.stored_rows(id).await, 1, "acknowledged {id} is in the backup");
+        assert_eq!(
+            copy.stored_rows(id).await,
+            1,
+            "acknowledged {id} is in the backup"
+        );
     }
     copy.stop().await;
     relay.stop().await;

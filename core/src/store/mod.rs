@@ -235,8 +235,8 @@ impl Store {
         url: &str,
         f: impl FnOnce(Conn<'_>) -> Result<R, Reason>,
     ) -> Result<R, Reason> {
-        let pool = Pool::connect(url, 1, StatementBounds::NONE)
-            .map_err(|e| Reason::Internal(e.into()))?;
+        let pool =
+            Pool::connect(url, 1, StatementBounds::NONE).map_err(|e| Reason::Internal(e.into()))?;
         pool.with_conn(f)
     }
 

@@ -135,9 +135,8 @@ fn for_each_page(
             );
             let mut after = i64::MIN;
             loop {
-                let rows: Vec<JsonRow> = diesel::sql_query(&sql)
-                    .bind::<BigInt, _>(after)
-                    .load(*c)?;
+                let rows: Vec<JsonRow> =
+                    diesel::sql_query(&sql).bind::<BigInt, _>(after).load(*c)?;
                 let Some(last) = rows.last() else { break };
                 after = last.k;
                 let page: Vec<String> = rows.into_iter().map(|r| r.row).collect();
@@ -382,7 +381,11 @@ pub fn copy(plan: &CopyPlan<'_>, progress: &dyn Progress) -> Result<CopyReport, 
                     )));
                 }
                 if let Some(column) = tables::counter_column(src, table)? {
-                    counters.push((*table, column.clone(), tables::counter_value(src, table, &column)?));
+                    counters.push((
+                        *table,
+                        column.clone(),
+                        tables::counter_value(src, table, &column)?,
+                    ));
                 }
                 let total = tables::row_count(src, table)?;
                 progress.begin(&format!("copying {table}"), u64::try_from(total).ok());
@@ -437,7 +440,11 @@ pub fn copy(plan: &CopyPlan<'_>, progress: &dyn Progress) -> Result<CopyReport, 
                  the destination keeps its unfinished-copy marker",
                 expected.rows,
                 found.rows,
-                if found.rows == expected.rows { " with other values" } else { "" }
+                if found.rows == expected.rows {
+                    " with other values"
+                } else {
+                    ""
+                }
             )));
         }
     }
