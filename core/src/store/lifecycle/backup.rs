@@ -1,7 +1,8 @@
 //! A consistent copy of a SQLite database while the relay keeps writing (`buzz-relay
-//! backup PATH`): `VACUUM INTO` reads one snapshot inside a read transaction, which in
-//! WAL mode never blocks the writer — ingest goes on committing to the WAL while the
-//! copy is written, and the copy holds exactly what was committed when it began.
+//! backup PATH`): `VACUUM INTO` reads one moment of the database inside a read
+//! transaction, which in WAL mode never blocks the writer — ingest goes on committing to
+//! the WAL while the copy is written, and the copy holds exactly what was committed when
+//! it began.
 
 use crate::error::Reason;
 use crate::store::Conn;

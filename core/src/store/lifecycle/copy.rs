@@ -115,7 +115,7 @@ fn internal(message: String) -> Reason {
 
 /// Hand every row of `table` (as a JSON object) to `each`, a page at a time. SQLite
 /// pages by rowid; PostgreSQL reads through a cursor, inside the caller's transaction
-/// when there is one (the source's snapshot).
+/// when there is one (the source's one moment).
 fn for_each_page(
     conn: &mut Conn<'_>,
     table: &str,
@@ -361,7 +361,7 @@ pub fn copy(plan: &CopyPlan<'_>, progress: &dyn Progress) -> Result<CopyReport, 
         })?;
     }
 
-    // Every table from one snapshot of the source.
+    // Every table from one moment of the source.
     let mut report = CopyReport::default();
     let mut digests = Vec::new();
     let mut counters = Vec::new();
