@@ -243,11 +243,19 @@ impl Ingest {
                 .all(|plugin| plugin.in_transaction_is_local(event))
     }
 
-    /// Imports: whether `event`'s checks may read what earlier events of the file write
-    /// (anything not independent: channel state, deletions, artifact revisions), so
-    /// every earlier write must have committed before it is checked.
+    /// Imports: whether `event`'s checks before the transaction may read what earlier
+    /// events of the file write, so every earlier write must have committed before it is
+    /// checked. Without access checks core's own are pure except a deletion's (it looks
+    /// at its targets); a plugin whose hook reads other events' rows
+    /// (`in_transaction_is_local` false) checks them beforehand too. Everything else —
+    /// channel creations, joins, member changes — takes effect in the transaction, in
+    /// queue order, and needs no wait.
     pub fn import_waits_for_earlier(&self, event: &Event) -> bool {
-        !self.independent(event)
+        event.kind == channels::kinds::AUTHOR_DELETE
+            || self
+                .plugins
+                .iter()
+                .any(|plugin| !plugin.in_transaction_is_local(event))
     }
 
     /// Is `kind` one the relay authors (core's group state, plugins' reserved kinds)?

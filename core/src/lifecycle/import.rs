@@ -6,8 +6,9 @@
 //! chunk each (shape, id, signature: the CPU), and this task hands the events to ingest
 //! in file order. Ingest queues each write behind the ones before it without waiting
 //! for its commit, so the writer commits thousands at a time; an event whose checks read
-//! what earlier ones wrote (anything not independent: channel state, deletions,
-//! artifact revisions) first waits until every earlier one has committed. Every event
+//! what earlier ones wrote (`Ingest::import_waits_for_earlier`: deletions, and kinds a
+//! plugin's hook reads other rows for) first waits until every earlier one has
+//! committed. Every event
 //! is its own job in the group transaction, so a failing one rolls back alone: a line
 //! is stored whole or not at all.
 
