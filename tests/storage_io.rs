@@ -3,6 +3,9 @@
 
 mod storage_common;
 
+#[path = "../plugins/artifacts/tests/common/mod.rs"]
+mod artifacts;
+
 use buzz_core::both_backends;
 use buzz_core::event::Event;
 use buzz_core::keys::Keys;
@@ -343,4 +346,92 @@ async fn backup_on_postgresql_points_to_pg_dump() {
     assert!(!path.exists());
 }
 
-both_backends!(import_checks_every_line_and_export_replays_it);
+/// Artifact revisions whose checks read the revision before them, and a deletion of the
+/// message just before it: imported in file order, each sees what the lines before it
+/// stored (the compare-and-swap chain holds, the move leaves the relay's own removal
+/// marker, the deleted message is gone).
+async fn import_derives_artifacts_and_deletions_in_file_order(backend: TestBackend, test: &str) {
+    use artifacts::{Draft, User, TASK};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let Some(db) = Db::new(backend, dir.path(), "relay", test) else {
+        return;
+    };
+    let relay_key = Keys::generate();
+    let cfg = config(dir.path(), "relay", &db.url, &relay_key.secret_hex());
+    let alice = Keys::generate();
+    let (a, b) = (channel_id(), channel_id());
+    let create = |h: &str| alice.sign(9007, vec![tag(&["h", h]), tag(&["name", "c"])], "", now());
+    let v1 = Draft::create(&a, "travelling").sign(&alice);
+    // A long compare-and-swap chain: each revision's check reads the one before it,
+    // queued a moment earlier.
+    let mut chain = vec![v1.clone()];
+    for _ in 0..60 {
+        let prev = chain.last().expect("chain").clone();
+        chain.push(Draft::after(&prev, "update").sign(&alice));
+    }
+    let v2 = chain.last().expect("chain").clone();
+    let mut mv = Draft::after(&v2, "move");
+    mv.h = b.clone();
+    let v3 = mv.sign(&alice);
+    let oops = alice.sign(9, vec![tag(&["h", &a])], "oops", now());
+    let deletion = alice.sign(5, vec![tag(&["h", &a]), tag(&["e", &oops.id])], "", now());
+    let events: Vec<Event> = [create(&a), create(&b)]
+        .into_iter()
+        .chain(chain.iter().cloned())
+        .chain([v3.clone(), oops.clone(), deletion])
+        .collect();
+    let lines: Vec<String> = events.iter().map(Event::to_json).collect();
+    let file = dir.path().join("in.jsonl");
+    std::fs::write(&file, lines.join("\n")).expect("write");
+    let (ok, _, err) = run(&cfg, &["import", file.to_str().expect("path")]);
+    assert!(ok, "{err}");
+    assert!(
+        err.contains("imported 66 events into localhost: 0 duplicate, 0 invalid"),
+        "{err}"
+    );
+    let (ok, out, err) = run(&cfg, &["export"]);
+    assert!(ok, "{err}");
+    let exported = parse(&out);
+    assert!(
+        !exported.iter().any(|e| e.id == oops.id),
+        "deleted message exported"
+    );
+    assert!(
+        exported
+            .iter()
+            .any(|e| e.kind == 45011 && e.pubkey == relay_key.pubkey()),
+        "the move left this relay's removal marker: {out}"
+    );
+
+    let url = db.url.clone();
+    let key = relay_key.secret_hex();
+    let relay = TestRelay::start_with(
+        backend,
+        test,
+        move |s| {
+            s.storage.database_url = url;
+            s.relay.private_key = key;
+        },
+        vec![buzz_core::plugin::PluginEntry::of::<
+            buzz_artifacts::ArtifactsPlugin,
+        >()],
+    )
+    .await
+    .expect("relay on the imported database");
+    let reader = User::with_keys(&relay, alice.clone()).await;
+    let current = reader
+        .current(&relay, serde_json::json!({"#type": [TASK]}))
+        .await;
+    assert_eq!(artifacts::ids(&current), vec![v3.id.clone()]);
+    let d = v1.tag_value("d").unwrap_or_default().to_owned();
+    let history = reader.history(&relay, &d).await;
+    let mut expected = artifacts::ids(&chain);
+    expected.push(v3.id.clone());
+    assert_eq!(artifacts::ids(&history), expected);
+    relay.stop().await;
+}
+
+both_backends!(
+    import_checks_every_line_and_export_replays_it,
+    import_derives_artifacts_and_deletions_in_file_order
+);
