@@ -3,6 +3,7 @@
 
 mod first_start;
 mod logging;
+mod redact;
 
 use anyhow::Context;
 use buzz_core::access::CommunityScripts;
@@ -13,6 +14,9 @@ use buzz_core::store::Store;
 use buzz_policy::ScriptOrigin;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
+
+mod progress;
+mod storage;
 
 /// mimalloc: ingest allocates many small buffers on one thread and frees them on another
 /// (worker → writer → worker); glibc's malloc spends a tenth of the ingest path on that.
@@ -47,6 +51,37 @@ enum Command {
         #[arg(long)]
         claim: bool,
     },
+    /// Write every stored event (relay-signed ones included) as NIP-01 JSON lines to
+    /// stdout, in arrival order: the format `import`, strfry and nostr-rs-relay read.
+    Export {
+        /// Only this community's events (default: every community).
+        #[arg(long)]
+        community: Option<String>,
+        /// Only events created at or after this unix time.
+        #[arg(long)]
+        since: Option<i64>,
+        /// Only events created at or before this unix time.
+        #[arg(long)]
+        until: Option<i64>,
+    },
+    /// Store JSON lines of signed events (FILE, or `-`/nothing for stdin) through the
+    /// ingest pipeline as the community owner's import; prints imported / duplicate /
+    /// invalid counts, invalid lines with their numbers.
+    Import {
+        /// The community to import into (default: the only configured one).
+        #[arg(long)]
+        community: Option<String>,
+        file: Option<PathBuf>,
+    },
+    /// Copy the configured database (every table of core and of every built plugin) into
+    /// an empty database of either backend, checked table by table.
+    Copy {
+        /// The destination, `sqlite://PATH` or `postgres://...`; migrated first, must be empty.
+        #[arg(long)]
+        to: String,
+    },
+    /// Write a consistent copy of the SQLite database to PATH while the relay runs.
+    Backup { path: PathBuf },
     /// Validate or test Lua policies.
     Policy {
         #[command(subcommand)]
@@ -106,6 +141,16 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Some(Command::Identity { reset, claim }) => {
             identity(&settings, &catalog, reset, claim).await
         }
+        Some(Command::Export {
+            community,
+            since,
+            until,
+        }) => storage::export(&settings, community, since, until).await,
+        Some(Command::Import { community, file }) => {
+            storage::import(settings, catalog, community, file).await
+        }
+        Some(Command::Copy { to }) => storage::copy(&settings, &catalog, to).await,
+        Some(Command::Backup { path }) => storage::backup(&settings, path).await,
         Some(Command::Policy { .. }) | None => {
             serve(settings, catalog, cli.config.as_deref()).await
         }

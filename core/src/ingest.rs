@@ -14,8 +14,37 @@ use crate::ctx::ConnCtx;
 use crate::error::Reason;
 use crate::event::{Event, EventLimits, KindClass, StoredEvent};
 use crate::plugin::{Plugin, Services, Tx, WriteCtx};
-use crate::store::InsertOutcome;
+use crate::store::{InsertOutcome, QueuedWrite};
 use std::sync::Arc;
+
+/// A queued storage transaction's answer: the outcome and the relay-signed events it made.
+type Stored = QueuedWrite<(InsertOutcome, Vec<Arc<StoredEvent>>)>;
+
+/// An event that passed [`CheckedEvent::check`] (shape, size, id, signature): what
+/// [`Ingest::queue_import`] takes.
+pub struct CheckedEvent(Event);
+
+impl CheckedEvent {
+    /// An import's first checks, pure CPU (any thread): shape, size, id, signature;
+    /// any age (history), but not further in the future than the clock skew.
+    pub fn check(limits: &EventLimits, event: Event, now_secs: i64) -> Result<Self, Reason> {
+        limits.check_history(&event, now_secs)?;
+        Ok(CheckedEvent(event))
+    }
+
+    pub fn event(&self) -> &Event {
+        &self.0
+    }
+}
+
+/// An imported event on its way: answered at once, or its write queued.
+pub enum PendingImport {
+    Answered(Accepted),
+    Queued {
+        stored: Arc<StoredEvent>,
+        write: Stored,
+    },
+}
 
 /// NIP-40: an event whose `expiration` has passed is dropped on arrival (a malformed tag
 /// is refused too: the relay could not honour it).
@@ -154,7 +183,20 @@ impl Ingest {
         // Fail closed before committing: with a shared bus that is down (Redis stalled
         // or lost), a stored event would reach no other process's subscribers.
         self.services.bus.ready().await?;
-        let (outcome, relay_events) = self.store(ctx, stored.clone()).await?;
+        let (outcome, relay_events) = self.store(ctx, stored.clone()).await?.await?;
+        self.settle(ctx, &stored, outcome, relay_events).await
+    }
+
+    /// After the commit: the answer for `outcome`; for a stored event the access cache,
+    /// live fan-out (the event, then the relay-signed events its transaction made) and
+    /// observers.
+    async fn settle(
+        &self,
+        ctx: &ConnCtx,
+        stored: &Arc<StoredEvent>,
+        outcome: InsertOutcome,
+        relay_events: Vec<Arc<StoredEvent>>,
+    ) -> Result<Accepted, Reason> {
         match outcome {
             InsertOutcome::Stored { .. } => {}
             InsertOutcome::Duplicate => {
@@ -171,16 +213,16 @@ impl Ingest {
         }
 
         // Before `OK`: the author's next request must see the change.
-        self.services.access.changed(&stored);
+        self.services.access.changed(stored);
         let mut fan_out = Ok(());
-        for event in std::iter::once(&stored).chain(relay_events.iter()) {
+        for event in std::iter::once(stored).chain(relay_events.iter()) {
             if let Err(err) = self.services.bus.publish(event.clone()).await {
                 tracing::error!(error = %err, id = %event.event.id, "live fan-out failed");
                 fan_out = fan_out.and(Err(err));
             }
         }
         for plugin in self.plugins.iter() {
-            plugin.on_committed(ctx, &stored).await;
+            plugin.on_committed(ctx, stored).await;
         }
         // The event is durable, but it was not delivered live (the bus failed between
         // `ready` and `publish`): not acknowledged as accepted. The author's retry is
@@ -189,6 +231,89 @@ impl Ingest {
         Ok(Accepted {
             message: String::new(),
         })
+    }
+
+    /// Whether core and every plugin vouch that storing `event` changes no other event's
+    /// rows and reads none but those it names (`Store::write_event`).
+    fn independent(&self, event: &Event) -> bool {
+        channels::independent(event)
+            && self
+                .plugins
+                .iter()
+                .all(|plugin| plugin.in_transaction_is_local(event))
+    }
+
+    /// Imports: whether `event`'s checks before the transaction may read what earlier
+    /// events of the file write, so every earlier write must have committed before it is
+    /// checked. Without access checks core's own are pure except a deletion's (it looks
+    /// at its targets); a plugin whose hook reads other events' rows
+    /// (`in_transaction_is_local` false) checks them beforehand too. Everything else —
+    /// channel creations, joins, member changes — takes effect in the transaction, in
+    /// queue order, and needs no wait.
+    pub fn import_waits_for_earlier(&self, event: &Event) -> bool {
+        event.kind == channels::kinds::AUTHOR_DELETE
+            || self
+                .plugins
+                .iter()
+                .any(|plugin| !plugin.in_transaction_is_local(event))
+    }
+
+    /// Is `kind` one the relay authors (core's group state, plugins' reserved kinds)?
+    /// An import skips them: the relay derives its own from the events they describe.
+    pub fn is_relay_authored(&self, kind: u32) -> bool {
+        self.relay_authored.contains(&kind)
+    }
+
+    /// The community owner's import of one event: this pipeline's checks except access
+    /// (no policy is consulted: the owner vouches for the file), then the write queued
+    /// behind every earlier one, so state is derived in file order. `ctx.pubkey` is the
+    /// event's author, as if the author had sent it. [`Ingest::settle_import`] waits
+    /// for the commit and does what follows it.
+    pub async fn queue_import(
+        &self,
+        ctx: &ConnCtx,
+        checked: CheckedEvent,
+    ) -> Result<PendingImport, Reason> {
+        let event = checked.0;
+        let now = self.services.clock.now_micros();
+        refuse_expired(&event, now.div_euclid(1_000_000))?;
+        if self.is_resubmission(ctx, &event).await? {
+            return Ok(PendingImport::Answered(Accepted {
+                message: "duplicate: already have this event".into(),
+            }));
+        }
+        self.check_protocol(&event)?;
+        for plugin in self.plugins.iter() {
+            plugin.check_event(ctx, &event).await?;
+        }
+        if event.class() == KindClass::Ephemeral {
+            return Err(Reason::invalid("ephemeral events are not stored"));
+        }
+        let stored = Arc::new(StoredEvent {
+            channel: event.channel_id().map(str::to_owned),
+            event,
+            community_id: ctx.community_id(),
+            received_at: now,
+        });
+        self.services.bus.ready().await?;
+        let write = self.store(ctx, stored.clone()).await?;
+        Ok(PendingImport::Queued { stored, write })
+    }
+
+    /// Wait for an import's commit, then the same steps as any stored event (access
+    /// cache, live fan-out, observers).
+    pub async fn settle_import(
+        &self,
+        ctx: &ConnCtx,
+        pending: PendingImport,
+    ) -> Result<Accepted, Reason> {
+        match pending {
+            PendingImport::Answered(accepted) => Ok(accepted),
+            PendingImport::Queued { stored, write } => {
+                let (outcome, relay_events) = write.await?;
+                self.settle(ctx, &stored, outcome, relay_events).await
+            }
+        }
     }
 
     /// Is `event` an exact resubmission a plugin wants answered as accepted before any
@@ -227,13 +352,10 @@ impl Ingest {
     }
 
     /// One storage transaction: store, channel/community/thread state (NIP-09 deletion
-    /// included), in-transaction hooks. Returns the outcome and the relay-signed events
+    /// included), in-transaction hooks. Returns once it is queued (behind every write
+    /// queued before it); the write's answer is the outcome and the relay-signed events
     /// the transaction produced (core's group state, then the plugins').
-    async fn store(
-        &self,
-        ctx: &ConnCtx,
-        stored: Arc<StoredEvent>,
-    ) -> Result<(InsertOutcome, Vec<Arc<StoredEvent>>), Reason> {
+    async fn store(&self, ctx: &ConnCtx, stored: Arc<StoredEvent>) -> Result<Stored, Reason> {
         let plugins = self.plugins.clone();
         let relay_keys = self.services.relay_keys.clone();
         let wctx = WriteCtx {
@@ -243,13 +365,10 @@ impl Ingest {
         };
         // Grouped with its neighbours on PostgreSQL only when neither core nor any
         // plugin reads or changes other events' rows for it (`Store::write_event`).
-        let independent = channels::independent(&stored.event)
-            && plugins
-                .iter()
-                .all(|plugin| plugin.in_transaction_is_local(&stored.event));
+        let independent = self.independent(&stored.event);
         self.services
             .store
-            .write_event(stored.clone(), independent, move |conn, outcome| {
+            .queue_event(stored.clone(), independent, move |conn, outcome| {
                 if !matches!(outcome, InsertOutcome::Stored { .. }) {
                     return Ok((outcome, Vec::new()));
                 }

@@ -17,6 +17,7 @@ pub mod filter;
 pub mod http;
 pub mod ingest;
 pub mod keys;
+pub mod lifecycle;
 pub mod live;
 pub mod metrics;
 pub mod nip86;

@@ -94,10 +94,9 @@ impl RelayBuilder {
         self
     }
 
-    /// Validate everything, then open storage and start serving. Nothing is created on
-    /// disk (relay key, database) until the configuration, the plugin sections and the
-    /// policy scripts have all been checked.
-    pub async fn start(mut self) -> anyhow::Result<RunningRelay> {
+    /// Everything but the servers: storage (migrated, identity claimed), communities,
+    /// services and the enabled plugins.
+    async fn assemble(mut self) -> anyhow::Result<Assembled> {
         self.settings.plugins = self.catalog.complete(&self.settings.plugins)?;
         let settings = Arc::new(self.settings);
         let policy = load_policies(&settings, self.handle_signals)?;
@@ -188,12 +187,55 @@ impl RelayBuilder {
         }
         let plugins: Arc<[Arc<dyn Plugin>]> = plugins.into();
 
-        let state = AppState {
+        Ok(Assembled {
+            settings,
+            services,
+            store,
+            metrics,
+            replay,
+            communities,
+            plugins,
+            plugin_nips,
+            routes,
+        })
+    }
+
+    /// The relay without its servers, for the storage commands that store through the
+    /// ingest pipeline (`import`): the same storage, services and enabled plugins as
+    /// [`RelayBuilder::start`], no listener, no plugin background tasks.
+    pub async fn offline(mut self) -> anyhow::Result<OfflineRelay> {
+        self.handle_signals = false;
+        let reserved_kinds = self.catalog.reserved_kinds();
+        let assembled = self.assemble().await?;
+        Ok(OfflineRelay {
             ingest: Ingest::new(
-                services.clone(),
-                plugins.clone(),
-                self.catalog.reserved_kinds(),
+                assembled.services.clone(),
+                assembled.plugins.clone(),
+                reserved_kinds,
             ),
+            services: assembled.services,
+        })
+    }
+
+    /// Validate everything, then open storage and start serving. Nothing is created on
+    /// disk (relay key, database) until the configuration, the plugin sections and the
+    /// policy scripts have all been checked.
+    pub async fn start(self) -> anyhow::Result<RunningRelay> {
+        let reserved_kinds = self.catalog.reserved_kinds();
+        let handle_signals = self.handle_signals;
+        let Assembled {
+            settings,
+            services,
+            store,
+            metrics,
+            replay,
+            communities,
+            plugins,
+            plugin_nips,
+            routes,
+        } = self.assemble().await?;
+        let state = AppState {
+            ingest: Ingest::new(services.clone(), plugins.clone(), reserved_kinds),
             query: QueryService::new(services.clone(), plugins.clone()),
             services: services.clone(),
             plugins: plugins.clone(),
@@ -216,7 +258,7 @@ impl RelayBuilder {
         } else {
             None
         };
-        let server = match http::start(state, routes, &settings, self.handle_signals) {
+        let server = match http::start(state, routes, &settings, handle_signals) {
             Ok(server) => server,
             Err(err) => {
                 if let Some(metrics) = &metrics_server {
@@ -244,6 +286,33 @@ impl RelayBuilder {
             metrics_server,
             background,
         })
+    }
+}
+
+/// What [`RelayBuilder::assemble`] made.
+struct Assembled {
+    settings: Arc<Settings>,
+    services: Services,
+    store: Store,
+    metrics: Arc<Metrics>,
+    replay: Arc<dyn ReplayGuard>,
+    communities: Vec<Arc<Community>>,
+    plugins: Arc<[Arc<dyn Plugin>]>,
+    plugin_nips: Vec<&'static [u32]>,
+    routes: Vec<crate::plugin::Route>,
+}
+
+/// A relay's storage, services, plugins and ingest pipeline, serving nothing
+/// ([`RelayBuilder::offline`]).
+pub struct OfflineRelay {
+    pub ingest: Ingest,
+    pub services: Services,
+}
+
+impl OfflineRelay {
+    /// Finish queued writes and stop the writer.
+    pub async fn shutdown(self) {
+        self.services.store.shutdown().await;
     }
 }
 

@@ -31,6 +31,17 @@ impl EventLimits {
     /// Every check an event must pass before anything else looks at it, cheapest first:
     /// shape, size, time, id, then the signature.
     pub fn check(&self, event: &Event, now_secs: i64) -> Result<(), Reason> {
+        self.check_at(event, now_secs, false)
+    }
+
+    /// [`EventLimits::check`] for history being imported: an event may be any age (it
+    /// was accepted by its relay when it was new); only a future beyond the clock skew
+    /// is refused.
+    pub fn check_history(&self, event: &Event, now_secs: i64) -> Result<(), Reason> {
+        self.check_at(event, now_secs, true)
+    }
+
+    fn check_at(&self, event: &Event, now_secs: i64, any_age: bool) -> Result<(), Reason> {
         check_hex(&event.id, 64, "id")?;
         check_hex(&event.pubkey, 64, "pubkey")?;
         check_hex(&event.sig, 128, "sig")?;
@@ -58,7 +69,8 @@ impl EventLimits {
         if event.kind > 65_535 {
             return Err(Reason::invalid("kind must be between 0 and 65535"));
         }
-        if (event.created_at - now_secs).abs() > self.max_clock_skew_secs {
+        let skew = event.created_at - now_secs;
+        if skew > self.max_clock_skew_secs || (!any_age && -skew > self.max_clock_skew_secs) {
             return Err(Reason::invalid(format!(
                 "created_at is more than {} seconds from relay time",
                 self.max_clock_skew_secs

@@ -57,6 +57,11 @@ pub trait PluginManifest: 'static {
     /// Every HTTP route [`Plugin::routes`] mounts, exactly: the relay refuses to start
     /// when the two differ, so the console's list of routes is never stale.
     const ROUTES: &'static [DeclaredRoute] = &[];
+    /// Every table its migrations create, in an order that respects their foreign keys.
+    /// `buzz-relay copy` walks exactly these (after core's), so a plugin's data moves
+    /// with the database without the command knowing it; a table a migration creates
+    /// and this list misses makes `copy` refuse to start (`store::lifecycle::tables`).
+    const TABLES: &'static [&'static str] = &[];
 
     /// The section's keys besides `enabled`. Use `#[serde(default, deny_unknown_fields)]`:
     /// `Default` is the documented default, and an unknown key refuses to start, naming
@@ -98,6 +103,8 @@ pub struct PluginEntry {
     pub channel_kinds: &'static [u32],
     pub supported_nips: &'static [u32],
     pub routes: &'static [DeclaredRoute],
+    /// [`PluginManifest::TABLES`].
+    pub tables: &'static [&'static str],
     pub migrations: Option<PluginMigrations>,
     options: fn(&Options) -> anyhow::Result<Options>,
     build: fn(&Options, &Services) -> anyhow::Result<Arc<dyn Plugin>>,
@@ -114,6 +121,7 @@ impl PluginEntry {
             channel_kinds: M::CHANNEL_KINDS,
             supported_nips: M::SUPPORTED_NIPS,
             routes: M::ROUTES,
+            tables: M::TABLES,
             migrations: M::migrations(),
             options: effective_options::<M>,
             build: build::<M>,
@@ -270,6 +278,15 @@ impl PluginCatalog {
             .iter()
             .flat_map(|e| e.channel_kinds)
             .copied()
+            .collect()
+    }
+
+    /// Every table of every built plugin (enabled or not), with its owner, in catalog
+    /// order: what `copy` walks after core's.
+    pub fn tables(&self) -> Vec<(&'static str, &'static str)> {
+        self.entries
+            .iter()
+            .flat_map(|e| e.tables.iter().map(|t| (e.name, *t)))
             .collect()
     }
 

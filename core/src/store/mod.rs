@@ -12,6 +12,7 @@ mod events;
 mod group_insert;
 mod identity;
 pub mod inspect;
+pub mod lifecycle;
 mod migrate;
 pub mod moderation;
 mod planner_stats;
@@ -46,6 +47,20 @@ pub use pool::StatementBounds;
 use std::sync::Arc;
 use writer::Writer;
 
+/// A write [`Store::queue_event`] queued: awaiting it gives its answer, after the commit.
+pub struct QueuedWrite<R>(writer::Answer<R>);
+
+impl<R: Send + 'static> std::future::Future for QueuedWrite<R> {
+    type Output = Result<R, Reason>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        std::pin::Pin::new(&mut self.0).poll(cx)
+    }
+}
+
 /// Failures of the storage layer, each with its cause.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -65,6 +80,11 @@ pub enum StoreError {
     WriterGone,
     #[error("blocking task failed: {0}")]
     Join(String),
+    #[error(
+        "a copy into this database did not finish ({0}): it is not a complete database; \
+         drop it, create it empty and run `buzz-relay copy` again"
+    )]
+    UnfinishedCopy(String),
 }
 
 impl From<diesel::result::Error> for Reason {
@@ -192,6 +212,13 @@ impl Store {
                 )));
             }
         }
+        // Never serve a half-copied database (`lifecycle/copy.rs`).
+        let marker = pool
+            .with_conn(|mut conn| lifecycle::copy::unfinished(&mut conn))
+            .map_err(|e| StoreError::Connect(e.to_string()))?;
+        if let Some(marker) = marker {
+            return Err(StoreError::UnfinishedCopy(marker));
+        }
         let writer = Writer::start(pool.clone())?;
         Ok(Store {
             inner: Arc::new(Inner {
@@ -200,6 +227,17 @@ impl Store {
                 writer,
             }),
         })
+    }
+
+    /// Run `f` on one connection of the database at `url`, without migrating it or
+    /// starting a writer (the storage commands: export, backup).
+    pub fn with_database<R>(
+        url: &str,
+        f: impl FnOnce(Conn<'_>) -> Result<R, Reason>,
+    ) -> Result<R, Reason> {
+        let pool =
+            Pool::connect(url, 1, StatementBounds::NONE).map_err(|e| Reason::Internal(e.into()))?;
+        pool.with_conn(f)
     }
 
     /// Migration status and runner for `url` (core's and `plugin_sets`) without opening
@@ -267,6 +305,27 @@ impl Store {
             .writer
             .submit_event(event, independent, then)
             .await
+    }
+
+    /// [`Store::write_event`] in two steps: this returns once the write is queued behind
+    /// every write queued before it; the returned future is its answer (after the
+    /// commit). For imports, which queue events in file order and collect the answers
+    /// later.
+    pub async fn queue_event<R, F>(
+        &self,
+        event: Arc<crate::event::StoredEvent>,
+        independent: bool,
+        then: F,
+    ) -> Result<QueuedWrite<R>, Reason>
+    where
+        R: Send + 'static,
+        F: Fn(&mut Conn<'_>, InsertOutcome) -> Result<R, Reason> + Send + 'static,
+    {
+        self.inner
+            .writer
+            .queue_event(event, independent, then)
+            .await
+            .map(QueuedWrite)
     }
 
     /// Make sure a community row exists for `host`; returns its id.

@@ -148,7 +148,49 @@ impl Writer {
         .await
     }
 
+    /// [`Writer::submit_event`] in two steps: this returns once the job is in the
+    /// writer's queue (after every job queued before it, before every job queued after),
+    /// and the returned future is its answer. Imports queue many events in file order
+    /// this way and collect the answers later, so group commits form behind them.
+    pub(crate) async fn queue_event<R, F>(
+        &self,
+        event: Arc<StoredEvent>,
+        independent: bool,
+        then: F,
+    ) -> Result<Answer<R>, Reason>
+    where
+        R: Send + 'static,
+        F: Fn(&mut Conn<'_>, InsertOutcome) -> Result<R, Reason> + Send + 'static,
+    {
+        let then: FollowUp =
+            Box::new(move |conn, outcome| then(conn, outcome).map(|r| Box::new(r) as AnyBox));
+        let independent = independent && event.event.replace_key().is_none();
+        let answer = self
+            .enqueue(Work::Event {
+                event,
+                independent,
+                then,
+            })
+            .await?;
+        Ok(Answer {
+            answer,
+            _type: std::marker::PhantomData,
+        })
+    }
+
     async fn queue<R: Send + 'static>(&self, work: Work) -> Result<R, Reason> {
+        Answer {
+            answer: self.enqueue(work).await?,
+            _type: std::marker::PhantomData,
+        }
+        .await
+    }
+
+    /// Put `work` in the queue; the receiver gets its answer after the commit.
+    async fn enqueue(
+        &self,
+        work: Work,
+    ) -> Result<oneshot::Receiver<Result<AnyBox, Reason>>, Reason> {
         let gone = || Reason::Unavailable("the relay is shutting down".into());
         let sender = self
             .sender
@@ -163,12 +205,7 @@ impl Writer {
             self.metrics.queue_depth.dec();
             return Err(gone());
         }
-        let value = answer
-            .await
-            .map_err(|_| Reason::Internal(StoreError::WriterGone.into()))??;
-        value.downcast::<R>().map(|b| *b).map_err(|_| {
-            Reason::Internal(anyhow::anyhow!("writer returned a value of the wrong type"))
-        })
+        Ok(answer)
     }
 
     pub(crate) async fn shutdown(&self) {
@@ -187,6 +224,28 @@ impl Writer {
             }
         })
         .await;
+    }
+}
+
+/// The answer of a queued job ([`Writer::queue_event`]), arriving after its commit.
+pub(crate) struct Answer<R> {
+    answer: oneshot::Receiver<Result<AnyBox, Reason>>,
+    _type: std::marker::PhantomData<fn() -> R>,
+}
+
+impl<R: Send + 'static> std::future::Future for Answer<R> {
+    type Output = Result<R, Reason>;
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        std::pin::Pin::new(&mut self.answer).poll(cx).map(|got| {
+            let value = got.map_err(|_| Reason::Internal(StoreError::WriterGone.into()))??;
+            value.downcast::<R>().map(|b| *b).map_err(|_| {
+                Reason::Internal(anyhow::anyhow!("writer returned a value of the wrong type"))
+            })
+        })
     }
 }
 

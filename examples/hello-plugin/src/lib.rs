@@ -83,6 +83,7 @@ impl PluginManifest for HelloPlugin {
     const ENABLED_BY_DEFAULT: bool = false;
     const ENV_ALIASES: &'static [(&'static str, &'static str)] = &[("HELLO_ENABLED", "enabled")];
     const RESERVED_KINDS: &'static [u32] = &[STATS_KIND];
+    const TABLES: &'static [&'static str] = &["hello_counts"];
     const ROUTES: &'static [DeclaredRoute] = &[
         DeclaredRoute::new(RouteMethod::Get, STATS_PATH, RouteAuth::Public),
         DeclaredRoute::new(RouteMethod::Post, RESET_PATH, RouteAuth::Nip98),

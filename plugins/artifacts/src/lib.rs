@@ -91,6 +91,11 @@ impl PluginManifest for ArtifactsPlugin {
     const RESERVED_KINDS: &'static [u32] = &[REMOVAL_KIND];
     // Every revision and removal lives in a channel: before AUTH a filter on it is `auth-required:`.
     const CHANNEL_KINDS: &'static [u32] = &[REVISION_KIND, REMOVAL_KIND];
+    const TABLES: &'static [&'static str] = &[
+        "artifact_heads",
+        "artifact_revisions",
+        "artifact_current_tags",
+    ];
     type Config = Limits;
 
     fn validate(config: &Limits) -> anyhow::Result<()> {

@@ -138,6 +138,11 @@ impl PluginManifest for ReadStatePlugin {
     const NAME: &'static str = NAME;
     const ENABLED_BY_DEFAULT: bool = false;
     const ENV_ALIASES: &'static [(&'static str, &'static str)] = &[("BUZZ_V1_ENABLED", "enabled")];
+    const TABLES: &'static [&'static str] = &[
+        "read_state_accounts",
+        "read_state_frontiers",
+        "read_state_mentions",
+    ];
     const ROUTES: &'static [DeclaredRoute] = &[
         DeclaredRoute::new(RouteMethod::Get, SIDEBAR_PATH, RouteAuth::Nip98),
         DeclaredRoute::new(RouteMethod::Post, READ_STATE_PATH, RouteAuth::Nip98),

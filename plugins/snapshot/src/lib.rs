@@ -63,6 +63,7 @@ pub struct SnapshotPlugin;
 impl PluginManifest for SnapshotPlugin {
     const NAME: &'static str = NAME;
     const ENABLED_BY_DEFAULT: bool = true;
+    const TABLES: &'static [&'static str] = &["snapshot_captures", "snapshot_records"];
     type Config = Limits;
 
     fn validate(config: &Limits) -> anyhow::Result<()> {
