@@ -11,4 +11,6 @@ pub fn catalog() -> PluginCatalog {
         .with(PluginEntry::of::<buzz_snapshot::SnapshotPlugin>())
         .with(PluginEntry::of::<buzz_artifacts::ArtifactsPlugin>())
         .with(PluginEntry::of::<buzz_read_state::ReadStatePlugin>())
+        // After artifacts: its hook reads the head row artifacts' hook just wrote.
+        .with(PluginEntry::of::<buzz_search::SearchPlugin>())
 }
