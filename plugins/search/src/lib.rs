@@ -99,3 +99,15 @@ impl PluginManifest for SearchPlugin {
         Ok(Arc::new(Search::new(config, services.clone())))
     }
 }
+
+/// Documents and bytes of the search index (benchmarks, the console).
+pub fn index_size(conn: &mut Conn<'_>) -> Result<(i64, i64), Reason> {
+    let size = index::size(conn)?;
+    Ok((size.documents, size.bytes))
+}
+
+/// The backfill's progress: (events looked at through this `seq`, target `seq`), if it
+/// ever started.
+pub fn backfill_progress(conn: &mut Conn<'_>) -> Result<Option<(i64, i64)>, Reason> {
+    Ok(backfill::state(conn)?.map(|s| (s.indexed_through, s.target)))
+}
