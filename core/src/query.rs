@@ -106,7 +106,8 @@ impl QueryService {
                     return Err(self.plugins[i].refuse_action(why));
                 }
             }
-            if let Some(condition) = claimant.and_then(|i| self.plugins[i].live_condition(&filter)) {
+            if let Some(condition) = claimant.and_then(|i| self.plugins[i].live_condition(&filter))
+            {
                 live_claimed.push((filter.clone(), condition));
             }
             match claimant {

@@ -320,7 +320,11 @@ mod tests {
         let says_hello: LiveCondition = Arc::new(|e: &Event| e.content.contains("hello"));
         let mut index = SubscriptionIndex::default();
         index.insert_conditioned(1, &[], &[(f(json!({"kinds": [1]})), says_hello.clone())]);
-        index.insert_conditioned(2, &[f(json!({"kinds": [7]}))], &[(f(json!({})), says_hello)]);
+        index.insert_conditioned(
+            2,
+            &[f(json!({"kinds": [7]}))],
+            &[(f(json!({})), says_hello)],
+        );
         assert_eq!(index.matching(&hello), vec![1, 2]);
         assert_eq!(index.matching(&other), Vec::<SubKey>::new());
         assert_eq!(index.matching(&note7), vec![2]);

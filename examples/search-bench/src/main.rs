@@ -25,7 +25,10 @@ use serde_json::json;
 use std::time::{Duration, Instant};
 
 #[derive(Parser, Debug)]
-#[command(name = "search-bench", about = "NIP-50 search latency, index size, ingest cost")]
+#[command(
+    name = "search-bench",
+    about = "NIP-50 search latency, index size, ingest cost"
+)]
 struct Args {
     /// Channel messages seeded before searching.
     #[arg(long, default_value_t = 1_000_000)]
@@ -116,7 +119,10 @@ fn sign_all(specs: Vec<(usize, String, i64)>, authors: &[Keys], channel: &str) -
     })
 }
 
-async fn start(settings: &buzz_core::config::Settings, with_search: bool) -> anyhow::Result<RunningRelay> {
+async fn start(
+    settings: &buzz_core::config::Settings,
+    with_search: bool,
+) -> anyhow::Result<RunningRelay> {
     let catalog = if with_search {
         PluginCatalog::new().with(PluginEntry::of::<SearchPlugin>())
     } else {
@@ -174,7 +180,13 @@ async fn main() -> anyhow::Result<()> {
     for start_at in (0..args.messages).step_by(50_000) {
         let end = (start_at + 50_000).min(args.messages);
         let specs: Vec<(usize, String, i64)> = (start_at..end)
-            .map(|i| (i % authors.len(), text(i, args.messages, &mut rng), base + i as i64))
+            .map(|i| {
+                (
+                    i % authors.len(),
+                    text(i, args.messages, &mut rng),
+                    base + i as i64,
+                )
+            })
             .collect();
         let events = sign_all(specs, &authors, &channel);
         let mut jobs = tokio::task::JoinSet::new();
@@ -278,7 +290,10 @@ async fn main() -> anyhow::Result<()> {
         for round in 0..4 {
             let on = round % 2 == 1;
             let rate = ingest(&args, on).await?;
-            eprintln!("ingest round {round}: search {} {rate:.0} events/s", if on { "on" } else { "off" });
+            eprintln!(
+                "ingest round {round}: search {} {rate:.0} events/s",
+                if on { "on" } else { "off" }
+            );
             let slot = &mut best[usize::from(on)];
             *slot = slot.max(rate);
         }
@@ -340,7 +355,10 @@ async fn ingest(args: &Args, search: bool) -> anyhow::Result<f64> {
         accepted += done?;
     }
     let elapsed = began.elapsed();
-    anyhow::ensure!(accepted == per * args.publishers, "only {accepted} accepted");
+    anyhow::ensure!(
+        accepted == per * args.publishers,
+        "only {accepted} accepted"
+    );
     relay.stop().await?;
     Ok(accepted as f64 / elapsed.as_secs_f64())
 }

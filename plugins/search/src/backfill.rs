@@ -83,10 +83,7 @@ pub(crate) async fn run(services: Services, config: Config) {
 /// Index every event up to the target, a batch at a time.
 pub(crate) async fn backfill(services: &Services, config: &Config) -> Result<(), Reason> {
     let now = services.clock.now_secs();
-    services
-        .store
-        .write(move |conn| start(conn, now))
-        .await?;
+    services.store.write(move |conn| start(conn, now)).await?;
     loop {
         let kinds: Vec<i64> = config.kinds.iter().map(|k| i64::from(*k)).collect();
         let batch = config.backfill_batch;

@@ -106,7 +106,11 @@ pub(crate) struct Stored {
 }
 
 /// `events.seq` and deletion of event `id` in `community_id`.
-pub(crate) fn stored(conn: &mut Conn<'_>, community_id: i64, id: &str) -> Result<Option<Stored>, Reason> {
+pub(crate) fn stored(
+    conn: &mut Conn<'_>,
+    community_id: i64,
+    id: &str,
+) -> Result<Option<Stored>, Reason> {
     let mut sql = Sql::new(conn);
     sql.push("SELECT seq, deleted_at FROM events WHERE community_id = ")
         .param(Param::Int(community_id))
@@ -116,7 +120,11 @@ pub(crate) fn stored(conn: &mut Conn<'_>, community_id: i64, id: &str) -> Result
 }
 
 /// The indexed revision (`events.seq`) of artifact `d`, if one is indexed.
-pub(crate) fn artifact_entry(conn: &mut Conn<'_>, community_id: i64, d: &str) -> Result<Option<i64>, Reason> {
+pub(crate) fn artifact_entry(
+    conn: &mut Conn<'_>,
+    community_id: i64,
+    d: &str,
+) -> Result<Option<i64>, Reason> {
     let mut sql = Sql::new(conn);
     sql.push("SELECT event_seq AS v FROM search_artifacts WHERE community_id = ")
         .param(Param::Int(community_id))

@@ -226,7 +226,9 @@ impl Plugin for Search {
         }
         let mut all: Vec<Found> = best.into_values().collect();
         rank(&mut all);
-        Ok(QueryAnswer::Events(all.into_iter().map(|f| f.event).collect()))
+        Ok(QueryAnswer::Events(
+            all.into_iter().map(|f| f.event).collect(),
+        ))
     }
 
     async fn count_claimed(

@@ -297,7 +297,16 @@ mod tests {
 
     #[test]
     fn refusals() {
-        for bad in ["", "   ", "\"open", "a*", "*", "include:spam", "\"\"", "-- ; ()"] {
+        for bad in [
+            "",
+            "   ",
+            "\"open",
+            "a*",
+            "*",
+            "include:spam",
+            "\"\"",
+            "-- ; ()",
+        ] {
             let err = parse(bad).expect_err(bad);
             assert!(err.starts_with("invalid: "), "{bad}: {err}");
         }
@@ -322,8 +331,12 @@ mod tests {
         assert!(!yes("release missing"));
         let s = parse("release").expect("q");
         let short: Vec<String> = crate::text::tokens("release");
-        assert!(s.score(&doc) > 0.0 && s.score(&short) > s.score(&crate::text::tokens(
-            "release and a lot of other words that make this long and less about it"
-        )));
+        assert!(
+            s.score(&doc) > 0.0
+                && s.score(&short)
+                    > s.score(&crate::text::tokens(
+                        "release and a lot of other words that make this long and less about it"
+                    ))
+        );
     }
 }

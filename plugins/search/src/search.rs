@@ -99,7 +99,12 @@ pub(crate) fn find(
 }
 
 /// How many distinct events any of `jobs` matches within `scope` at `now`.
-pub(crate) fn count(conn: &mut Conn<'_>, scope: &Scope, jobs: &[Job], now: i64) -> Result<u64, Reason> {
+pub(crate) fn count(
+    conn: &mut Conn<'_>,
+    scope: &Scope,
+    jobs: &[Job],
+    now: i64,
+) -> Result<u64, Reason> {
     // Filters that cannot match are left out (writing one to a scratch statement says).
     let possible: Vec<&Job> = jobs
         .iter()
@@ -134,8 +139,10 @@ fn matches_within(sql: &mut Sql, scope: &Scope, job: &Job, now: i64) -> bool {
             .param(Param::Text(job.search.tsquery()))
             .push("::tsquery");
     } else {
-        sql.push("FROM search_fts JOIN events e ON e.seq = search_fts.rowid WHERE search_fts MATCH ")
-            .param(Param::Text(job.search.fts5()));
+        sql.push(
+            "FROM search_fts JOIN events e ON e.seq = search_fts.rowid WHERE search_fts MATCH ",
+        )
+        .param(Param::Text(job.search.fts5()));
     }
     sql.push(" AND e.community_id = ")
         .param(Param::Int(scope.community_id))

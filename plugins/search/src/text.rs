@@ -90,7 +90,7 @@ fn is_ideographic(c: char) -> bool {
         | 0x3400..=0x4DBF     // CJK extension A
         | 0x4E00..=0x9FFF     // CJK unified ideographs
         | 0xF900..=0xFAFF     // CJK compatibility ideographs
-        | 0x20000..=0x3FFFF)  // CJK extensions B and later
+        | 0x20000..=0x3FFFF) // CJK extensions B and later
 }
 
 /// The text of `event` that search finds: an artifact revision's title and content,
@@ -112,13 +112,19 @@ mod tests {
 
     #[test]
     fn words_case_and_scripts() {
-        assert_eq!(tokens("Hello, WORLD! it's 2026"), ["hello", "world", "it", "s", "2026"]);
+        assert_eq!(
+            tokens("Hello, WORLD! it's 2026"),
+            ["hello", "world", "it", "s", "2026"]
+        );
         assert_eq!(tokens("Straße ÜBER Ｆｕｌｌ"), ["straße", "über", "full"]);
         assert_eq!(tokens("Привет мир"), ["привет", "мир"]);
         assert_eq!(tokens("東京タワー"), ["東", "京", "タ", "ワ", "ー"]);
         assert_eq!(tokens("हिन्दी भाषा"), ["हिन्दी", "भाषा"]);
         assert_eq!(tokens("\"*:()^-+"), Vec::<String>::new());
         assert!(tokens(&"a".repeat(MAX_TOKEN_BYTES + 1)).is_empty());
-        assert_eq!(tokens(&"x ".repeat(MAX_DOC_TOKENS + 10)).len(), MAX_DOC_TOKENS);
+        assert_eq!(
+            tokens(&"x ".repeat(MAX_DOC_TOKENS + 10)).len(),
+            MAX_DOC_TOKENS
+        );
     }
 }

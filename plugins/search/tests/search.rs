@@ -39,7 +39,10 @@ async fn private_channels_are_never_found(backend: TestBackend, name: &str) {
     // surface, and COUNT says so too (ranks and counts see only what he may read).
     let q = json!({"search": "zebra launch"});
     assert_eq!(bob.search(q.clone()).await, vec![public.id.clone()]);
-    assert_eq!(bob.search_http(&relay, q.clone()).await, vec![public.id.clone()]);
+    assert_eq!(
+        bob.search_http(&relay, q.clone()).await,
+        vec![public.id.clone()]
+    );
     assert_eq!(bob.count(q.clone()).await, Ok(1));
     // Naming the private channel finds nothing either.
     assert!(bob
@@ -77,14 +80,21 @@ async fn anonymous_search_of_channels_needs_auth(backend: TestBackend, name: &st
         json!({"search": "walrus", "kinds": [9]}),
         json!({"search": "walrus", "#h": [open]}),
     ] {
-        let err = anon.req(&sub(), vec![filter.clone()]).await.expect_err("refused");
+        let err = anon
+            .req(&sub(), vec![filter.clone()])
+            .await
+            .expect_err("refused");
         assert!(err.starts_with("auth-required:"), "{filter}: {err}");
         let err = anon.count(&sub(), vec![filter]).await.expect_err("refused");
         assert!(err.starts_with("auth-required:"), "{err}");
     }
     let (status, _) = relay
         .http()
-        .post("/query", json!([{"search": "walrus"}]).to_string().as_bytes(), None)
+        .post(
+            "/query",
+            json!([{"search": "walrus"}]).to_string().as_bytes(),
+            None,
+        )
         .await;
     assert_eq!(status, 401);
     // Kind 1 notes are community-wide: searched without AUTH.
@@ -108,7 +118,11 @@ async fn removed_events_are_never_found(backend: TestBackend, name: &str) {
     let kept = bob.post(&ch, "okapi three").await;
     let soon = (now() + 2).to_string();
     let expiring = bob
-        .publish(bob.sign(9, vec![tag(&["h", &ch]), tag(&["expiration", &soon])], "okapi four"))
+        .publish(bob.sign(
+            9,
+            vec![tag(&["h", &ch]), tag(&["expiration", &soon])],
+            "okapi four",
+        ))
         .await;
     let q = json!({"search": "okapi"});
     assert_eq!(bob.count(q.clone()).await, Ok(4));
@@ -123,7 +137,10 @@ async fn removed_events_are_never_found(backend: TestBackend, name: &str) {
     let edit = bob
         .publish(bob.sign(40003, tags(&kept.id), "okapi three, corrected: tapir"))
         .await;
-    assert_eq!(bob.search(json!({"search": "tapir"})).await, vec![edit.id.clone()]);
+    assert_eq!(
+        bob.search(json!({"search": "tapir"})).await,
+        vec![edit.id.clone()]
+    );
 
     tokio::time::sleep(std::time::Duration::from_millis(2_500)).await;
     let found = sorted(bob.search(q.clone()).await);
@@ -134,7 +151,14 @@ async fn removed_events_are_never_found(backend: TestBackend, name: &str) {
 }
 
 /// A revision before signing (NIP-AR envelope).
-fn revision(d: &str, h: &str, title: Option<&str>, op: &str, prev: Option<&str>, content: &str) -> (Vec<Vec<String>>, String) {
+fn revision(
+    d: &str,
+    h: &str,
+    title: Option<&str>,
+    op: &str,
+    prev: Option<&str>,
+    content: &str,
+) -> (Vec<Vec<String>>, String) {
     let mut tags = vec![
         tag(&["ar", "1"]),
         tag(&["d", d]),
@@ -159,23 +183,56 @@ async fn artifacts_current_revisions_only(backend: TestBackend, name: &str) {
     let mut alice = User::new(&relay).await;
     let ch = owner.create_channel(false).await;
     let d = uuid();
-    let (tags, content) = revision(&d, &ch, Some("Quarterly roadmap"), "create", None, r#"{"version":1,"status":"open"}"#);
+    let (tags, content) = revision(
+        &d,
+        &ch,
+        Some("Quarterly roadmap"),
+        "create",
+        None,
+        r#"{"version":1,"status":"open"}"#,
+    );
     let v1 = alice.publish(alice.sign(45010, tags, &content)).await;
-    assert_eq!(alice.search(json!({"search": "quarterly"})).await, vec![v1.id.clone()]);
+    assert_eq!(
+        alice.search(json!({"search": "quarterly"})).await,
+        vec![v1.id.clone()]
+    );
 
     // A newer revision replaces the old one in search.
-    let (tags, content) = revision(&d, &ch, Some("Annual plan"), "update", Some(&v1.id), r#"{"version":1,"status":"open"}"#);
+    let (tags, content) = revision(
+        &d,
+        &ch,
+        Some("Annual plan"),
+        "update",
+        Some(&v1.id),
+        r#"{"version":1,"status":"open"}"#,
+    );
     let v2 = alice.publish(alice.sign(45010, tags, &content)).await;
-    assert!(alice.search(json!({"search": "quarterly"})).await.is_empty());
-    assert_eq!(alice.search(json!({"search": "annual plan"})).await, vec![v2.id.clone()]);
+    assert!(alice
+        .search(json!({"search": "quarterly"}))
+        .await
+        .is_empty());
+    assert_eq!(
+        alice.search(json!({"search": "annual plan"})).await,
+        vec![v2.id.clone()]
+    );
 
     // A deleted artifact is not found; restored, it is again.
     let (tags, _) = revision(&d, &ch, None, "delete", Some(&v2.id), "");
     let v3 = alice.publish(alice.sign(45010, tags, "")).await;
     assert!(alice.search(json!({"search": "annual"})).await.is_empty());
-    let (tags, content) = revision(&d, &ch, Some("Annual plan restored"), "restore", Some(&v3.id), r#"{"version":1}"#);
+    let (tags, content) = revision(
+        &d,
+        &ch,
+        Some("Annual plan restored"),
+        "restore",
+        Some(&v3.id),
+        r#"{"version":1}"#,
+    );
     let v4 = alice.publish(alice.sign(45010, tags, &content)).await;
-    assert_eq!(alice.search(json!({"search": "annual"})).await, vec![v4.id.clone()]);
+    assert_eq!(
+        alice.search(json!({"search": "annual"})).await,
+        vec![v4.id.clone()]
+    );
 
     // A redacted current revision leaves search ("including search", NIP-AR).
     let removal = vec![tag(&["h", &ch]), tag(&["e", &v4.id])];
@@ -204,8 +261,14 @@ async fn communities_are_apart(backend: TestBackend, name: &str) {
     let ch_there = there.create_channel(false).await;
     let mine = here.post(&ch_here, "narwhal here").await;
     let theirs = there.post(&ch_there, "narwhal there").await;
-    assert_eq!(here.search(json!({"search": "narwhal"})).await, vec![mine.id]);
-    assert_eq!(there.search(json!({"search": "narwhal"})).await, vec![theirs.id]);
+    assert_eq!(
+        here.search(json!({"search": "narwhal"})).await,
+        vec![mine.id]
+    );
+    assert_eq!(
+        there.search(json!({"search": "narwhal"})).await,
+        vec![theirs.id]
+    );
     assert_eq!(there.count(json!({"search": "narwhal"})).await, Ok(1));
     relay.stop().await;
 }
@@ -220,17 +283,30 @@ async fn case_unicode_phrase_prefix(backend: TestBackend, name: &str) {
     let russian = alice.post(&ch, "Привет, МИР!").await;
     let japanese = alice.post(&ch, "東京タワーで会いましょう").await;
     let release = alice.post(&ch, "The release candidate is deployed").await;
-    let reversed = alice.post(&ch, "candidate for release, not deployable").await;
+    let reversed = alice
+        .post(&ch, "candidate for release, not deployable")
+        .await;
     let wide = alice.post(&ch, "ＦＵＬＬ width").await;
 
     let one = |id: &str| vec![id.to_owned()];
-    assert_eq!(alice.search(json!({"search": "ÜBER brücke"})).await, one(&german.id));
-    assert_eq!(alice.search(json!({"search": "мир"})).await, one(&russian.id));
-    assert_eq!(alice.search(json!({"search": "東京"})).await, one(&japanese.id));
+    assert_eq!(
+        alice.search(json!({"search": "ÜBER brücke"})).await,
+        one(&german.id)
+    );
+    assert_eq!(
+        alice.search(json!({"search": "мир"})).await,
+        one(&russian.id)
+    );
+    assert_eq!(
+        alice.search(json!({"search": "東京"})).await,
+        one(&japanese.id)
+    );
     assert!(alice.search(json!({"search": "京東"})).await.is_empty());
     assert_eq!(alice.search(json!({"search": "full"})).await, one(&wide.id));
     assert_eq!(
-        alice.search(json!({"search": "\"release candidate\""})).await,
+        alice
+            .search(json!({"search": "\"release candidate\""}))
+            .await,
         one(&release.id)
     );
     assert_eq!(
@@ -247,7 +323,9 @@ async fn case_unicode_phrase_prefix(backend: TestBackend, name: &str) {
     );
     // Unsupported NIP-50 extensions are ignored.
     assert_eq!(
-        alice.search(json!({"search": "мир include:spam language:ru"})).await,
+        alice
+            .search(json!({"search": "мир include:spam language:ru"}))
+            .await,
         one(&russian.id)
     );
     // The filter's other fields apply: kinds, authors, since/until, tags.
@@ -255,13 +333,18 @@ async fn case_unicode_phrase_prefix(backend: TestBackend, name: &str) {
         .search(json!({"search": "мир", "authors": ["0".repeat(64)]}))
         .await
         .is_empty());
-    assert!(alice.search(json!({"search": "мир", "kinds": [1]})).await.is_empty());
+    assert!(alice
+        .search(json!({"search": "мир", "kinds": [1]}))
+        .await
+        .is_empty());
     assert!(alice
         .search(json!({"search": "мир", "until": now() - 3_600}))
         .await
         .is_empty());
     assert_eq!(
-        alice.search(json!({"search": "мир", "#h": [ch], "authors": [alice.pubkey()]})).await,
+        alice
+            .search(json!({"search": "мир", "#h": [ch], "authors": [alice.pubkey()]}))
+            .await,
         one(&russian.id)
     );
     relay.stop().await;
@@ -274,21 +357,30 @@ async fn relevance_and_limit(backend: TestBackend, name: &str) {
     let mut alice = User::new(&relay).await;
     let ch = alice.create_channel(false).await;
     let long = alice
-        .post(&ch, "a long message that mentions gecko once among many other words here")
+        .post(
+            &ch,
+            "a long message that mentions gecko once among many other words here",
+        )
         .await;
     let twice = alice.post(&ch, "gecko gecko").await;
     let short = alice.post(&ch, "gecko").await;
     let q = json!({"search": "gecko"});
     // More of the word, and a shorter message, rank higher; same on both transports.
     let ranked = alice.search(q.clone()).await;
-    assert_eq!(ranked, vec![twice.id.clone(), short.id.clone(), long.id.clone()]);
+    assert_eq!(
+        ranked,
+        vec![twice.id.clone(), short.id.clone(), long.id.clone()]
+    );
     assert_eq!(alice.search_http(&relay, q).await, ranked);
     // `limit` takes the best ones.
     assert_eq!(
         alice.search(json!({"search": "gecko", "limit": 2})).await,
         vec![twice.id.clone(), short.id.clone()]
     );
-    assert!(alice.search(json!({"search": "gecko", "limit": 0})).await.is_empty());
+    assert!(alice
+        .search(json!({"search": "gecko", "limit": 0}))
+        .await
+        .is_empty());
     // Equal ranks: newest first, then id — stable between calls.
     let mut same = Vec::new();
     for _ in 0..4 {
@@ -301,7 +393,8 @@ async fn relevance_and_limit(backend: TestBackend, name: &str) {
 }
 
 async fn bad_queries_are_invalid(backend: TestBackend, name: &str) {
-    let Some(relay) = relay_with(backend, name, json!({"max_search_bytes": 64}), |_| {}).await else {
+    let Some(relay) = relay_with(backend, name, json!({"max_search_bytes": 64}), |_| {}).await
+    else {
         return;
     };
     let mut alice = User::new(&relay).await;
@@ -347,13 +440,18 @@ async fn bad_queries_are_invalid(backend: TestBackend, name: &str) {
         vec![note.id.clone()]
     );
     // Punctuation joins words into a phrase: `NEAR(ordinary` is "near ordinary".
-    assert!(alice.search(json!({"search": "NEAR(ordinary words)"})).await.is_empty());
+    assert!(alice
+        .search(json!({"search": "NEAR(ordinary words)"}))
+        .await
+        .is_empty());
     assert_eq!(
         alice.search(json!({"search": "OR(near"})).await,
         vec![note.id.clone()]
     );
     assert_eq!(
-        alice.search(json!({"search": "\"ordinary\" AND NOT"})).await,
+        alice
+            .search(json!({"search": "\"ordinary\" AND NOT"}))
+            .await,
         vec![note.id.clone()]
     );
     relay.stop().await;
@@ -450,7 +548,10 @@ async fn nip11_advertises_search(backend: TestBackend, name: &str) {
         return;
     };
     let info = nip11(&relay).await;
-    assert!(info["supported_nips"].as_array().expect("nips").contains(&json!(50)));
+    assert!(info["supported_nips"]
+        .as_array()
+        .expect("nips")
+        .contains(&json!(50)));
     assert_eq!(info["search"]["max_search_bytes"], 256);
     relay.stop().await;
 }
