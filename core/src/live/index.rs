@@ -14,7 +14,7 @@ use crate::filter::Filter;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-/// What a plugin adds to a live filter it claimed (a search's words, say): checked in
+/// What a plugin adds to a live filter it claimed (words to look for in the content, say): checked in
 /// process, after the filter's NIP-01 fields matched, for each candidate event. It must
 /// not block: it runs on the fan-out dispatcher.
 pub type LiveCondition = Arc<dyn Fn(&Event) -> bool + Send + Sync>;
