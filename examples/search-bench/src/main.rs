@@ -17,7 +17,7 @@ use buzz_core::keys::Keys;
 use buzz_core::plugin::{PluginCatalog, PluginEntry};
 use buzz_core::relay::{RelayBuilder, RunningRelay};
 use buzz_core::store::insert_independent;
-use buzz_core::testkit::bench::{percentile, BenchStorage};
+use buzz_core::testkit::{percentile, BenchStorage};
 use buzz_core::testkit::{tag, WsClient};
 use buzz_search::SearchPlugin;
 use clap::Parser;
