@@ -182,7 +182,7 @@ fn step(conn: &mut Conn<'_>, kinds: &[i64], batch: usize, now: i64) -> Result<bo
         (true, Some(last)) => last.seq,
         _ => at.target,
     };
-    let mut documents = 0;
+    let mut docs = Vec::with_capacity(rows.len());
     for row in rows {
         let tags: Vec<Vec<String>> = serde_json::from_str(&row.tags).unwrap_or_default();
         let event = Event {
@@ -207,10 +207,11 @@ fn step(conn: &mut Conn<'_>, kinds: &[i64], batch: usize, now: i64) -> Result<bo
         }
         let doc = document(&event);
         if !doc.is_empty() {
-            index::put(conn, row.seq, &doc)?;
-            documents += 1;
+            docs.push((row.seq, doc));
         }
     }
+    index::put_many(conn, &docs)?;
+    let documents = i64::try_from(docs.len()).unwrap_or(i64::MAX);
     let mut sql = Sql::new(conn);
     sql.push("UPDATE search_backfill SET indexed_through = ")
         .param(Param::Int(through))

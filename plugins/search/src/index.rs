@@ -40,6 +40,36 @@ pub(crate) fn put(conn: &mut Conn<'_>, seq: i64, tokens: &[String]) -> Result<()
     Ok(())
 }
 
+/// [`put`] for many events at once: on PostgreSQL one statement (the backfill's batch),
+/// on SQLite one row at a time (no round trips there).
+pub(crate) fn put_many(conn: &mut Conn<'_>, docs: &[(i64, Vec<String>)]) -> Result<(), Reason> {
+    let docs: Vec<&(i64, Vec<String>)> = docs.iter().filter(|(_, t)| !t.is_empty()).collect();
+    if docs.is_empty() {
+        return Ok(());
+    }
+    let mut sql = Sql::new(conn);
+    if !sql.is_pg() {
+        for (seq, tokens) in docs {
+            put(conn, *seq, tokens)?;
+        }
+        return Ok(());
+    }
+    sql.push("INSERT INTO search_documents (event_seq, tsv) VALUES ");
+    for (i, (seq, tokens)) in docs.iter().enumerate() {
+        if i > 0 {
+            sql.push(", ");
+        }
+        sql.push("(")
+            .param(Param::Int(*seq))
+            .push(", ")
+            .param(Param::Text(tsvector(tokens)))
+            .push("::tsvector)");
+    }
+    sql.push(" ON CONFLICT (event_seq) DO UPDATE SET tsv = EXCLUDED.tsv");
+    sql.execute(conn)?;
+    Ok(())
+}
+
 /// Index a new event: like [`put`], without looking for an entry first (a just-stored
 /// event has none).
 pub(crate) fn add(conn: &mut Conn<'_>, seq: i64, tokens: &[String]) -> Result<(), Reason> {
