@@ -90,7 +90,7 @@ fn text(i: usize, total: usize, rng: &mut Lcg) -> String {
             word(u * u / 1_000_000 * VOCABULARY as u64 / 1_000_000)
         })
         .collect();
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         words.push(COMMON.into());
     }
     if i % (total / RARE_COUNT).max(1) == 8 {
@@ -271,7 +271,7 @@ async fn main() -> anyhow::Result<()> {
             let sub = "s";
             let began = Instant::now();
             let events = ws
-                .req(&sub, vec![json!({"search": query, "limit": 50})])
+                .req(sub, vec![json!({"search": query, "limit": 50})])
                 .await
                 .map_err(|e| anyhow::anyhow!("search refused: {e}"))?;
             times.push(began.elapsed());
