@@ -164,6 +164,12 @@ fn step(conn: &mut Conn<'_>, kinds: &[i64], batch: usize, now: i64) -> Result<bo
     if at.indexed_through >= at.target {
         return Ok(false);
     }
+    // A window of `batch` storage positions: a primary-key range whatever the planner
+    // thinks of the table (a fresh bulk load has no statistics yet).
+    let through = at
+        .indexed_through
+        .saturating_add(i64::try_from(batch).unwrap_or(i64::MAX))
+        .min(at.target);
     let mut sql = Sql::new(conn);
     sql.push(
         "SELECT seq, community_id, id, pubkey, created_at, kind, tags, content FROM events \
@@ -171,17 +177,10 @@ fn step(conn: &mut Conn<'_>, kinds: &[i64], batch: usize, now: i64) -> Result<bo
     )
     .param(Param::Int(at.indexed_through))
     .push(" AND seq <= ")
-    .param(Param::Int(at.target))
+    .param(Param::Int(through))
     .push(" AND deleted_at IS NULL AND ");
     sql.in_list("kind", Param::Ints(kinds.to_vec()));
-    sql.push(" ORDER BY seq LIMIT ")
-        .param(Param::Int(i64::try_from(batch).unwrap_or(i64::MAX)));
     let rows = sql.load::<Row>(conn)?;
-    let full = rows.len() == batch;
-    let through = match (full, rows.last()) {
-        (true, Some(last)) => last.seq,
-        _ => at.target,
-    };
     let mut docs = Vec::with_capacity(rows.len());
     for row in rows {
         let tags: Vec<Vec<String>> = serde_json::from_str(&row.tags).unwrap_or_default();

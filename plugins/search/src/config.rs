@@ -19,7 +19,8 @@ pub struct Config {
     /// Matches ranked per filter: the newest this many within the reader's scope and the
     /// filter's fields. Bounds the cost of a common word; `limit` is taken from them.
     pub max_candidates: usize,
-    /// Events the backfill indexes per write transaction.
+    /// Stored events (of any kind, by storage order) the backfill looks at per write
+    /// transaction.
     pub backfill_batch: usize,
 }
 
