@@ -90,6 +90,38 @@ pub(crate) fn add(conn: &mut Conn<'_>, seq: i64, tokens: &[String]) -> Result<()
     put(conn, seq, tokens)
 }
 
+/// Index the just-stored event `id` of `community_id` with `tokens`, finding its `seq`
+/// in the same statement (one round trip per event in ingest's transaction).
+pub(crate) fn add_stored(
+    conn: &mut Conn<'_>,
+    community_id: i64,
+    id: &str,
+    tokens: &[String],
+) -> Result<(), Reason> {
+    if tokens.is_empty() {
+        return Ok(());
+    }
+    let mut sql = Sql::new(conn);
+    if sql.is_pg() {
+        sql.push("INSERT INTO search_documents (event_seq, tsv) SELECT seq, ")
+            .param(Param::Text(tsvector(tokens)))
+            .push("::tsvector FROM events WHERE community_id = ")
+            .param(Param::Int(community_id))
+            .push(" AND id = ")
+            .param(Param::Text(id.to_owned()))
+            .push(" ON CONFLICT (event_seq) DO UPDATE SET tsv = EXCLUDED.tsv");
+    } else {
+        sql.push("INSERT INTO search_fts (rowid, body) SELECT seq, ")
+            .param(Param::Text(tokens.join(" ")))
+            .push(" FROM events WHERE community_id = ")
+            .param(Param::Int(community_id))
+            .push(" AND id = ")
+            .param(Param::Text(id.to_owned()));
+    }
+    sql.execute(conn)?;
+    Ok(())
+}
+
 /// Take event `seq` out of the index (nothing if it is not in).
 pub(crate) fn remove(conn: &mut Conn<'_>, seq: i64) -> Result<(), Reason> {
     let mut sql = Sql::new(conn);

@@ -171,10 +171,7 @@ impl Plugin for Search {
                 if doc.is_empty() {
                     return Ok(());
                 }
-                match index::stored(tx.conn, stored.community_id, &stored.event.id)? {
-                    Some(row) => index::add(tx.conn, row.seq, &doc),
-                    None => Ok(()),
-                }
+                index::add_stored(tx.conn, stored.community_id, &stored.event.id, &doc)
             }
             _ => Ok(()),
         }
