@@ -12,4 +12,6 @@ pub fn catalog() -> PluginCatalog {
         .with(PluginEntry::of::<buzz_artifacts::ArtifactsPlugin>())
         .with(PluginEntry::of::<buzz_read_state::ReadStatePlugin>())
         .with(PluginEntry::of::<buzz_sync::SyncPlugin>())
+        // After artifacts: its hook reads the head row artifacts' hook just wrote.
+        .with(PluginEntry::of::<buzz_search::SearchPlugin>())
 }

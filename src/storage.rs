@@ -152,6 +152,7 @@ pub(crate) async fn copy(
     let source = settings.storage.database_url.clone();
     let sets = catalog.migration_sets();
     let tables = catalog.tables();
+    let derived = catalog.derived_tables();
     let started = Instant::now();
     let destination = to.clone();
     let report = tokio::task::spawn_blocking(move || {
@@ -161,6 +162,7 @@ pub(crate) async fn copy(
                 destination_url: &destination,
                 plugin_sets: &sets,
                 plugin_tables: &tables,
+                derived_tables: &derived,
             },
             &Bar::new(Units::Rows),
         )

@@ -21,6 +21,7 @@ use crate::ctx::ConnCtx;
 use crate::error::Reason;
 use crate::event::Event;
 use crate::filter::Filter;
+use crate::live::LiveCondition;
 use crate::plugin::{Plugin, QueryAnswer, Services};
 use crate::store::{count_matching, query_keys};
 use std::collections::HashSet;
@@ -42,12 +43,20 @@ pub struct QueryResult {
 pub struct Prepared {
     standard: Vec<Filter>,
     claimed: Vec<(usize, Vec<Filter>)>,
+    /// Claimed filters their plugin keeps live ([`Plugin::live_condition`]).
+    live_claimed: Vec<(Filter, LiveCondition)>,
 }
 
 impl Prepared {
     /// The filters core serves (and a WebSocket subscription keeps live).
     pub fn live_filters(&self) -> &[Filter] {
         &self.standard
+    }
+
+    /// The claimed filters a WebSocket subscription keeps live too, each with its
+    /// plugin's condition.
+    pub fn live_claimed(&self) -> &[(Filter, LiveCondition)] {
+        &self.live_claimed
     }
 }
 
@@ -87,6 +96,7 @@ impl QueryService {
         check_bounds(&filters, &self.services.settings.limits)?;
         // Claims first, so a plugin's filter is judged by its own rules only.
         let mut claimed: Vec<(usize, Vec<Filter>)> = Vec::new();
+        let mut live_claimed = Vec::new();
         let mut standard = Vec::new();
         let count = filters.len();
         for filter in filters {
@@ -95,6 +105,10 @@ impl QueryService {
                 if let Err(why) = check_action(ctx, count, self.plugins[i].name()) {
                     return Err(self.plugins[i].refuse_action(why));
                 }
+            }
+            if let Some(condition) = claimant.and_then(|i| self.plugins[i].live_condition(&filter))
+            {
+                live_claimed.push((filter.clone(), condition));
             }
             match claimant {
                 Some(i) => match claimed.iter_mut().find(|(p, _)| *p == i) {
@@ -115,7 +129,11 @@ impl QueryService {
                 }
             }
         }
-        Ok(Prepared { standard, claimed })
+        Ok(Prepared {
+            standard,
+            claimed,
+            live_claimed,
+        })
     }
 
     /// Read what a prepared query matches (core's events only as keys, see
@@ -133,7 +151,9 @@ impl QueryService {
         ctx: &ConnCtx,
         prepared: Prepared,
     ) -> Result<QueryResult, Reason> {
-        let Prepared { standard, claimed } = prepared;
+        let Prepared {
+            standard, claimed, ..
+        } = prepared;
         let limits = &self.services.settings.limits;
         let mut stored = StoredAnswer::empty(self.services.store.clone());
         if !standard.is_empty() {
@@ -198,7 +218,8 @@ impl QueryService {
     /// rules — `auth-required:` for channel data before AUTH — and plugins' filter rules),
     /// then the number of distinct events the filters match within the caller's read
     /// scope, so a channel the caller cannot read counts like one that does not exist.
-    /// Filters a plugin claims are refused: their answers are not plain event sets.
+    /// Filters a plugin claims are refused (their answers are not plain event sets)
+    /// unless one plugin claimed all of them and counts them ([`Plugin::count_claimed`]).
     /// Counted in the relay's metrics like a query.
     pub async fn count(&self, ctx: &ConnCtx, filters: Vec<Filter>) -> Result<u64, Reason> {
         let started = std::time::Instant::now();
@@ -208,7 +229,23 @@ impl QueryService {
     }
 
     async fn count_checked(&self, ctx: &ConnCtx, filters: Vec<Filter>) -> Result<u64, Reason> {
-        let standard = self.plain_checked(ctx, filters, "COUNT").await?;
+        let Prepared {
+            standard, claimed, ..
+        } = self.prepare_checked(ctx, filters).await?;
+        if let [(index, filters)] = claimed.as_slice() {
+            if standard.is_empty() {
+                let plugin = &self.plugins[*index];
+                if let Some(count) = plugin.count_claimed(ctx, filters.clone()).await? {
+                    return Ok(count);
+                }
+            }
+        }
+        if !claimed.is_empty() {
+            return Err(Reason::invalid(
+                "COUNT takes plain NIP-01 filters; this one has extension fields that only \
+                 REQ or POST /query answer",
+            ));
+        }
         let scope = self.scope_of(ctx, &standard).await?;
         let now = self.services.clock.now_secs();
         self.services
@@ -244,7 +281,9 @@ impl QueryService {
         filters: Vec<Filter>,
         verb: &str,
     ) -> Result<Vec<Filter>, Reason> {
-        let Prepared { standard, claimed } = self.prepare_checked(ctx, filters).await?;
+        let Prepared {
+            standard, claimed, ..
+        } = self.prepare_checked(ctx, filters).await?;
         if !claimed.is_empty() {
             return Err(Reason::invalid(format!(
                 "{verb} takes plain NIP-01 filters; this one has extension fields that only \

@@ -6,7 +6,7 @@
 //! subscriptions' keys. The dispatcher never waits for a connection: one whose inbox is
 //! full has fallen behind and its inbox is closed (the connection then ends).
 
-use super::index::{SubKey, SubscriptionIndex};
+use super::index::{LiveCondition, SubKey, SubscriptionIndex};
 use super::{LiveBus, LIVE_BUFFER};
 use crate::event::StoredEvent;
 use crate::filter::Filter;
@@ -158,9 +158,19 @@ pub struct LiveInbox {
 impl LiveInbox {
     /// Make `filters` live; deliveries name the returned key.
     pub fn add(&mut self, filters: &[Filter]) -> SubKey {
+        self.add_conditioned(filters, &[])
+    }
+
+    /// Make core's `filters` and plugins' `conditioned` filters live as one
+    /// subscription; deliveries name the returned key.
+    pub fn add_conditioned(
+        &mut self,
+        filters: &[Filter],
+        conditioned: &[(Filter, LiveCondition)],
+    ) -> SubKey {
         let key = self.fanout.next_key.fetch_add(1, Ordering::Relaxed);
         let mut hub = self.fanout.hub();
-        hub.index.insert(key, filters);
+        hub.index.insert_conditioned(key, filters, conditioned);
         hub.owner.insert(key, self.id);
         if let Some((_, n)) = hub.conns.get_mut(&self.id) {
             *n += 1;

@@ -12,6 +12,12 @@
 use crate::event::Event;
 use crate::filter::Filter;
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+/// What a plugin adds to a live filter it claimed (words to look for in the content, say): checked in
+/// process, after the filter's NIP-01 fields matched, for each candidate event. It must
+/// not block: it runs on the fan-out dispatcher.
+pub type LiveCondition = Arc<dyn Fn(&Event) -> bool + Send + Sync>;
 
 /// One subscription, unique within the process.
 pub type SubKey = u64;
@@ -26,6 +32,8 @@ struct Compiled {
     tags: Vec<(String, HashSet<String>)>,
     since: Option<i64>,
     until: Option<i64>,
+    /// The claiming plugin's own condition, if a plugin claimed the filter.
+    condition: Option<LiveCondition>,
     /// Where this filter is filed (to unfile it).
     slot: Slot,
 }
@@ -40,7 +48,7 @@ enum Slot {
 }
 
 impl Compiled {
-    fn new(filter: &Filter) -> Compiled {
+    fn new(filter: &Filter, condition: Option<LiveCondition>) -> Compiled {
         let set = |list: &Option<Vec<String>>| list.as_ref().map(|l| l.iter().cloned().collect());
         let slot = if let Some(ids) = &filter.ids {
             Slot::Ids(ids.clone())
@@ -64,12 +72,17 @@ impl Compiled {
                 .collect(),
             since: filter.since,
             until: filter.until,
+            condition,
             slot,
         }
     }
 
-    /// The same conditions as [`Filter::matches`], by hash lookup.
+    /// The same conditions as [`Filter::matches`], by hash lookup, then the plugin's.
     fn matches(&self, event: &Event) -> bool {
+        self.plain_matches(event) && self.condition.as_ref().is_none_or(|c| c(event))
+    }
+
+    fn plain_matches(&self, event: &Event) -> bool {
         self.ids.as_ref().is_none_or(|s| s.contains(&event.id))
             && self
                 .authors
@@ -101,12 +114,27 @@ impl SubscriptionIndex {
     /// File the filters of subscription `sub` (a filter that can match nothing is left
     /// out).
     pub fn insert(&mut self, sub: SubKey, filters: &[Filter]) {
-        self.subs.insert(sub, filters.len());
-        for (i, filter) in filters.iter().enumerate() {
+        self.insert_conditioned(sub, filters, &[]);
+    }
+
+    /// File core's `filters` of subscription `sub` and the plugin-claimed ones of
+    /// `conditioned`, each with its plugin's condition.
+    pub fn insert_conditioned(
+        &mut self,
+        sub: SubKey,
+        filters: &[Filter],
+        conditioned: &[(Filter, LiveCondition)],
+    ) {
+        let all = filters
+            .iter()
+            .map(|f| (f, None))
+            .chain(conditioned.iter().map(|(f, c)| (f, Some(c.clone()))));
+        self.subs.insert(sub, filters.len() + conditioned.len());
+        for (i, (filter, condition)) in all.enumerate() {
             if filter.is_empty_match() {
                 continue;
             }
-            let compiled = Compiled::new(filter);
+            let compiled = Compiled::new(filter, condition);
             let at = (sub, i);
             match &compiled.slot {
                 Slot::Ids(ids) => file(&mut self.by_id, ids, at),
@@ -279,5 +307,29 @@ mod tests {
         assert!(index.is_empty() && index.filters.is_empty());
         assert!(index.by_id.is_empty() && index.by_tag.is_empty() && index.by_kind.is_empty());
         assert!(index.by_author.is_empty() && index.unindexed.is_empty());
+    }
+
+    /// A plugin's condition narrows its filter: a candidate must pass the NIP-01 fields
+    /// and the condition; core's filters of the same subscription are not affected.
+    #[test]
+    fn a_condition_narrows_only_its_own_filter() {
+        let a = Keys::generate();
+        let hello = a.sign(1, vec![], "hello world", 100);
+        let other = a.sign(1, vec![], "goodbye", 100);
+        let note7 = a.sign(7, vec![], "hello", 100);
+        let says_hello: LiveCondition = Arc::new(|e: &Event| e.content.contains("hello"));
+        let mut index = SubscriptionIndex::default();
+        index.insert_conditioned(1, &[], &[(f(json!({"kinds": [1]})), says_hello.clone())]);
+        index.insert_conditioned(
+            2,
+            &[f(json!({"kinds": [7]}))],
+            &[(f(json!({})), says_hello)],
+        );
+        assert_eq!(index.matching(&hello), vec![1, 2]);
+        assert_eq!(index.matching(&other), Vec::<SubKey>::new());
+        assert_eq!(index.matching(&note7), vec![2]);
+        index.remove(1);
+        index.remove(2);
+        assert!(index.is_empty() && index.filters.is_empty() && index.unindexed.is_empty());
     }
 }

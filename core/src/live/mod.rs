@@ -11,7 +11,7 @@ mod memory;
 mod redis_bus;
 
 pub use fanout::{Delivery, Fanout, LiveInbox};
-pub use index::{SubKey, SubscriptionIndex};
+pub use index::{LiveCondition, SubKey, SubscriptionIndex};
 pub use memory::MemoryBus;
 pub use redis_bus::RedisBus;
 

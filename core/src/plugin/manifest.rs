@@ -62,6 +62,11 @@ pub trait PluginManifest: 'static {
     /// with the database without the command knowing it; a table a migration creates
     /// and this list misses makes `copy` refuse to start (`store::lifecycle::tables`).
     const TABLES: &'static [&'static str] = &[];
+    /// Tables its migrations create that hold only what the plugin derives from stored
+    /// events (an index it can rebuild), on either backend (a name may exist on one
+    /// only). `copy` leaves them out — the plugin rebuilds them on the destination — and
+    /// counts them as declared.
+    const DERIVED_TABLES: &'static [&'static str] = &[];
 
     /// The section's keys besides `enabled`. Use `#[serde(default, deny_unknown_fields)]`:
     /// `Default` is the documented default, and an unknown key refuses to start, naming
@@ -105,6 +110,8 @@ pub struct PluginEntry {
     pub routes: &'static [DeclaredRoute],
     /// [`PluginManifest::TABLES`].
     pub tables: &'static [&'static str],
+    /// [`PluginManifest::DERIVED_TABLES`].
+    pub derived_tables: &'static [&'static str],
     pub migrations: Option<PluginMigrations>,
     options: fn(&Options) -> anyhow::Result<Options>,
     build: fn(&Options, &Services) -> anyhow::Result<Arc<dyn Plugin>>,
@@ -122,6 +129,7 @@ impl PluginEntry {
             supported_nips: M::SUPPORTED_NIPS,
             routes: M::ROUTES,
             tables: M::TABLES,
+            derived_tables: M::DERIVED_TABLES,
             migrations: M::migrations(),
             options: effective_options::<M>,
             build: build::<M>,
@@ -287,6 +295,14 @@ impl PluginCatalog {
         self.entries
             .iter()
             .flat_map(|e| e.tables.iter().map(|t| (e.name, *t)))
+            .collect()
+    }
+
+    /// Every built plugin's derived tables ([`PluginManifest::DERIVED_TABLES`]).
+    pub fn derived_tables(&self) -> Vec<&'static str> {
+        self.entries
+            .iter()
+            .flat_map(|e| e.derived_tables.iter().copied())
             .collect()
     }
 

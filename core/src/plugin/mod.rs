@@ -31,6 +31,12 @@
 //!   [`Services::bus`] (from [`Plugin::on_committed`] or a background task); every
 //!   connection delivers them through its own access scope and subscription filters, as
 //!   it does stored events, and across relay processes when the bus is Redis.
+//! - **Live claimed filters** ([`Plugin::live_condition`]): a claimed filter whose
+//!   plugin gives a condition stays live on a WebSocket subscription like core's
+//!   filters: new events matching its NIP-01 fields and the condition are delivered
+//!   through the reader's scope.
+//! - **Counting claimed filters** ([`Plugin::count_claimed`]): a NIP-45 `COUNT` whose
+//!   filters one plugin claimed is its to answer; otherwise claimed filters are refused.
 //! - **Message verbs** ([`Plugin::message_verbs`] / [`Plugin::answer_message`]):
 //!   exclusive per verb, first plugin wins; verbs no plugin takes are core's to answer.
 //! - **Routes** ([`Plugin::routes`], `routes.rs`), **NIP-11 fields**
@@ -65,6 +71,7 @@ use crate::filter::Filter;
 use crate::keys::Keys;
 use crate::live::LiveBus;
 use crate::query::QueryService;
+pub use crate::live::LiveCondition;
 use crate::store::{insert_event, Conn, InsertOutcome, Store};
 use futures_util::future::BoxFuture;
 use serde_json::{Map, Value};
@@ -237,6 +244,26 @@ pub trait Plugin: Send + Sync + 'static {
             "plugin {} claimed a filter but does not answer",
             self.name()
         )))
+    }
+
+    /// Keep a claimed filter live on a WebSocket subscription: after the answer, new
+    /// events that satisfy the filter's NIP-01 fields and the returned condition are
+    /// delivered, through the reader's scope like every live event. The condition runs
+    /// in process for each candidate event (no I/O). `None` (the default): the filter is
+    /// answered once and receives nothing live.
+    fn live_condition(&self, _filter: &Filter) -> Option<LiveCondition> {
+        None
+    }
+
+    /// NIP-45 `COUNT` of `filters`, every filter of one `COUNT`, all claimed by this
+    /// plugin: the number of distinct events they match within the caller's read scope.
+    /// `Ok(None)` (the default): core refuses the `COUNT` with `invalid:`.
+    async fn count_claimed(
+        &self,
+        _ctx: &ConnCtx,
+        _filters: Vec<Filter>,
+    ) -> Result<Option<u64>, Reason> {
+        Ok(None)
     }
 
     /// WebSocket message verbs this plugin serves besides NIP-01's and NIP-45's (NIP-77's

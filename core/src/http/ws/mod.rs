@@ -453,7 +453,9 @@ impl Connection {
         // Listen before querying, so nothing stored meanwhile is missed; the scope may
         // be stale after a time without subscriptions.
         let was_idle = self.live.is_idle();
-        let key = self.live.add(prepared.live_filters());
+        let key = self
+            .live
+            .add_conditioned(prepared.live_filters(), prepared.live_claimed());
         if was_idle {
             self.refresh_scope().await;
         }

@@ -259,6 +259,9 @@ pub struct CopyPlan<'a> {
     pub plugin_sets: &'a [MigrationSet],
     /// Every built plugin's tables as (owner, table), in copy order (core's come first).
     pub plugin_tables: &'a [(&'static str, &'static str)],
+    /// Every built plugin's derived tables: declared, not copied (each plugin rebuilds
+    /// them on the destination).
+    pub derived_tables: &'a [&'static str],
 }
 
 /// Copy the source database into the destination (see the module docs). Blocking.
@@ -271,7 +274,11 @@ pub fn copy(plan: &CopyPlan<'_>, progress: &dyn Progress) -> Result<CopyReport, 
         .map(|t| ("core", *t))
         .chain(plan.plugin_tables.iter().copied())
         .collect();
-    let declared: Vec<&str> = walk.iter().map(|(_, t)| *t).collect();
+    let declared: Vec<&str> = walk
+        .iter()
+        .map(|(_, t)| *t)
+        .chain(plan.derived_tables.iter().copied())
+        .collect();
     let connect = |url: &str, what: &str| {
         Pool::connect(url, 1, StatementBounds::NONE)
             .map_err(|e| internal(format!("opening the {what} database: {e}")))

@@ -1,0 +1,3 @@
+DROP TABLE search_backfill;
+DROP TABLE search_artifacts;
+DROP TABLE search_fts;

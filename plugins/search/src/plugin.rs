@@ -1,0 +1,261 @@
+//! The running plugin: claims every filter with `"search"`, answers and counts them
+//! within the reader's scope, keeps them live, and keeps the index in step with ingest.
+
+use crate::config::Config;
+use crate::index;
+use crate::query::{Bounds, Search as SearchQuery};
+use crate::search::{self, Found, Job};
+use crate::text::{document, ARTIFACT_KIND};
+use crate::{backfill, NAME, SEARCH_KEY};
+use buzz_core::ctx::ConnCtx;
+use buzz_core::error::Reason;
+use buzz_core::event::{Event, StoredEvent};
+use buzz_core::filter::Filter;
+use buzz_core::plugin::{LiveCondition, Plugin, QueryAnswer, Services, Tx};
+use futures_util::future::BoxFuture;
+use serde_json::{Map, Value};
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+/// A NIP-09 deletion.
+const DELETION_KIND: u32 = 5;
+/// A moderator's removal of events (NIP-29).
+const REMOVAL_KIND: u32 = 9_005;
+
+pub struct Search {
+    config: Config,
+    kinds: HashSet<u32>,
+    services: Services,
+}
+
+impl Search {
+    pub fn new(config: Config, services: Services) -> Search {
+        Search {
+            kinds: config.kinds.iter().copied().collect(),
+            config,
+            services,
+        }
+    }
+
+    /// Parse one claimed filter: its search string and the kinds it searches.
+    fn job(&self, filter: &Filter) -> Result<Job, Reason> {
+        let text = filter
+            .extensions
+            .get(SEARCH_KEY)
+            .and_then(Value::as_str)
+            .ok_or_else(|| Reason::invalid("search must be a string"))?;
+        let search = SearchQuery::parse(
+            text,
+            Bounds {
+                max_bytes: self.config.max_search_bytes,
+                max_terms: self.config.max_terms,
+            },
+        )?;
+        let kinds = match &filter.kinds {
+            Some(kinds) => kinds
+                .iter()
+                .filter(|k| self.kinds.contains(k))
+                .copied()
+                .collect(),
+            None => self.config.kinds.clone(),
+        };
+        Ok(Job {
+            filter: filter.clone(),
+            search,
+            kinds,
+        })
+    }
+
+    /// Every filter parsed, then core's rule for readers who have not authenticated,
+    /// judged on the kinds actually searched (a search without `kinds` searches channel
+    /// messages: `auth-required:` like a REQ for them).
+    async fn jobs(&self, ctx: &ConnCtx, filters: &[Filter]) -> Result<Vec<Job>, Reason> {
+        let jobs = filters
+            .iter()
+            .map(|f| self.job(f))
+            .collect::<Result<Vec<_>, _>>()?;
+        for job in &jobs {
+            let mut probe = job.filter.clone();
+            probe.extensions.clear();
+            probe.kinds = Some(job.kinds.clone());
+            self.services.access.check_filter(ctx, &probe).await?;
+        }
+        Ok(jobs)
+    }
+
+    /// The caller's read scope for `jobs` (decided on the named channels alone when
+    /// every filter names some).
+    async fn scope(&self, ctx: &ConnCtx, jobs: &[Job]) -> Result<buzz_core::store::Scope, Reason> {
+        let named: Option<Vec<String>> = jobs
+            .iter()
+            .map(|j| j.filter.channels().map(<[String]>::to_vec))
+            .collect::<Option<Vec<_>>>()
+            .map(|lists| lists.concat());
+        self.services.access.scope_for(ctx, named).await
+    }
+
+    /// Index a revision that just became its artifact's current one (its hook ran
+    /// before this one), replacing the revision indexed before it.
+    fn index_artifact(&self, tx: &mut Tx<'_, '_>, stored: &StoredEvent) -> Result<(), Reason> {
+        let event = &stored.event;
+        let community = stored.community_id;
+        let Some(d) = event.tag_values("d").next() else {
+            return Ok(());
+        };
+        let Some(head) = buzz_artifacts::head(tx.conn, community, d)? else {
+            return Ok(());
+        };
+        if head.revision_id != event.id {
+            return Ok(());
+        }
+        if let Some(previous) = index::artifact_entry(tx.conn, community, d)? {
+            index::remove(tx.conn, previous)?;
+        }
+        let mut seq = None;
+        if head.is_listed() {
+            if let Some(row) = index::stored(tx.conn, community, &event.id)? {
+                index::add(tx.conn, row.seq, &document(event))?;
+                seq = Some(row.seq);
+            }
+        }
+        index::set_artifact_entry(tx.conn, community, d, seq)
+    }
+
+    /// Take out the entries of the events a kind 5 deleted or a 9005 removed.
+    fn remove_targets(&self, tx: &mut Tx<'_, '_>, stored: &StoredEvent) -> Result<(), Reason> {
+        let moderator = stored.event.kind == REMOVAL_KIND;
+        let targets: Vec<String> = stored.event.tag_values("e").map(str::to_owned).collect();
+        for id in targets {
+            let Some(row) = index::stored(tx.conn, stored.community_id, &id)? else {
+                continue;
+            };
+            // A kind 5 deletes only what core deleted for it (the author's own events);
+            // an accepted 9005 removes what it names (an artifact revision it redacts
+            // included).
+            if moderator || row.deleted_at.is_some() {
+                index::remove(tx.conn, row.seq)?;
+                index::drop_artifact_seq(tx.conn, row.seq)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Order found events: rank, then newest, then id.
+pub(crate) fn rank(found: &mut [Found]) {
+    found.sort_by(|a, b| {
+        b.score
+            .total_cmp(&a.score)
+            .then_with(|| b.event.created_at.cmp(&a.event.created_at))
+            .then_with(|| a.event.id.cmp(&b.event.id))
+    });
+}
+
+#[async_trait::async_trait]
+impl Plugin for Search {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn extend_nip11(&self, doc: &mut Map<String, Value>) {
+        doc.insert(NAME.into(), self.config.nip11());
+    }
+
+    fn in_transaction(&self, tx: &mut Tx<'_, '_>, stored: &StoredEvent) -> Result<(), Reason> {
+        let kind = stored.event.kind;
+        match kind {
+            DELETION_KIND | REMOVAL_KIND => self.remove_targets(tx, stored),
+            ARTIFACT_KIND if self.kinds.contains(&kind) => self.index_artifact(tx, stored),
+            _ if self.kinds.contains(&kind) => {
+                let doc = document(&stored.event);
+                if doc.is_empty() {
+                    return Ok(());
+                }
+                index::add_stored(tx.conn, stored.community_id, &stored.event.id, &doc)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Deletions, removals and revisions read other events' rows.
+    fn in_transaction_is_local(&self, event: &Event) -> bool {
+        !matches!(event.kind, DELETION_KIND | REMOVAL_KIND | ARTIFACT_KIND)
+    }
+
+    fn claims_filter(&self, filter: &Filter) -> bool {
+        filter.extensions.contains_key(SEARCH_KEY)
+    }
+
+    async fn answer_claimed(
+        &self,
+        ctx: &ConnCtx,
+        filters: Vec<Filter>,
+    ) -> Result<QueryAnswer, Reason> {
+        let jobs = self.jobs(ctx, &filters).await?;
+        let scope = self.scope(ctx, &jobs).await?;
+        let now = self.services.clock.now_secs();
+        let max_limit = self.services.settings.limits.max_limit;
+        let candidates = self.config.max_candidates;
+        let found = self
+            .services
+            .store
+            .read(move |mut conn| {
+                let mut all = Vec::new();
+                for job in &jobs {
+                    let limit = job.filter.limit.unwrap_or(max_limit).min(max_limit);
+                    let mut found = search::find(&mut conn, &scope, job, candidates, now)?;
+                    rank(&mut found);
+                    found.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+                    all.extend(found);
+                }
+                Ok(all)
+            })
+            .await?;
+        // Several filters: each event once, at its best rank.
+        let mut best: HashMap<String, Found> = HashMap::new();
+        for f in found {
+            match best.get(&f.event.id) {
+                Some(kept) if kept.score >= f.score => {}
+                _ => {
+                    best.insert(f.event.id.clone(), f);
+                }
+            }
+        }
+        let mut all: Vec<Found> = best.into_values().collect();
+        rank(&mut all);
+        Ok(QueryAnswer::Events(
+            all.into_iter().map(|f| f.event).collect(),
+        ))
+    }
+
+    async fn count_claimed(
+        &self,
+        ctx: &ConnCtx,
+        filters: Vec<Filter>,
+    ) -> Result<Option<u64>, Reason> {
+        let jobs = self.jobs(ctx, &filters).await?;
+        let scope = self.scope(ctx, &jobs).await?;
+        let now = self.services.clock.now_secs();
+        let n = self
+            .services
+            .store
+            .read(move |mut conn| search::count(&mut conn, &scope, &jobs, now))
+            .await?;
+        Ok(Some(n))
+    }
+
+    fn live_condition(&self, filter: &Filter) -> Option<LiveCondition> {
+        let job = self.job(filter).ok()?;
+        let kinds: HashSet<u32> = job.kinds.into_iter().collect();
+        let search = job.search;
+        Some(Arc::new(move |event: &Event| {
+            kinds.contains(&event.kind) && search.matches(&document(event))
+        }))
+    }
+
+    fn background(self: Arc<Self>) -> Vec<BoxFuture<'static, ()>> {
+        let services = self.services.clone();
+        let config = self.config.clone();
+        vec![Box::pin(backfill::run(services, config))]
+    }
+}
