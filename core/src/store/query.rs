@@ -312,6 +312,28 @@ macro_rules! narrowed {
     }};
 }
 
+/// The channels one statement may read: the reader's, narrowed to those it `named` (if
+/// any). A large set checked by `buzz_readable` (SQLite) is installed for as long as the
+/// returned guard lives. `None`: it names channels and the reader reads none of them.
+fn readable_for(
+    conn: &Conn<'_>,
+    scope: &Scope,
+    named: Option<&[String]>,
+) -> Option<(Option<Readable>, Option<super::readable_fn::Installed>)> {
+    let readable = match &scope.channels {
+        ChannelScope::Only(set) => Some(Readable::of(set, named, conn.backend())),
+        _ => None,
+    };
+    if readable.as_ref().is_some_and(Readable::is_empty) && named.is_some() {
+        return None;
+    }
+    let installed = match &readable {
+        Some(Readable::Function(set)) => Some(super::readable_fn::install(set.clone())),
+        _ => None,
+    };
+    Some((readable, installed))
+}
+
 /// Keys of the events matching `filter` (deleted and, at `now`, expired ones excluded),
 /// newest first (`created_at DESC, id ASC`), at most `limit`, with the `id` for ordering.
 pub fn query_keys(
@@ -327,19 +349,8 @@ pub fn query_keys(
     if let Some(keys) = probe_wide(conn, scope, filter, limit, now)? {
         return Ok(keys);
     }
-    // The channels this filter may touch: the reader's, narrowed to those it names.
-    let readable = match &scope.channels {
-        ChannelScope::Only(set) => Some(Readable::of(set, filter.channels(), conn.backend())),
-        _ => None,
-    };
-    if readable.as_ref().is_some_and(Readable::is_empty) && filter.channels().is_some() {
+    let Some((readable, _installed)) = readable_for(conn, scope, filter.channels()) else {
         return Ok(Vec::new());
-    }
-    // Large sets on SQLite are checked per examined row by `buzz_readable`, which answers
-    // from the set installed here for as long as this query runs on this thread.
-    let _installed = match &readable {
-        Some(Readable::Function(set)) => Some(super::readable_fn::install(set.clone())),
-        _ => None,
     };
     let rows: Vec<(i64, i64, String, i32)> = with_conn!(conn, |c| {
         let q = events::table
@@ -457,16 +468,8 @@ pub fn query_stamps(
     if limit == 0 || filter.is_empty_match() {
         return Ok(Vec::new());
     }
-    let readable = match &scope.channels {
-        ChannelScope::Only(set) => Some(Readable::of(set, filter.channels(), conn.backend())),
-        _ => None,
-    };
-    if readable.as_ref().is_some_and(Readable::is_empty) && filter.channels().is_some() {
+    let Some((readable, _installed)) = readable_for(conn, scope, filter.channels()) else {
         return Ok(Vec::new());
-    }
-    let _installed = match &readable {
-        Some(Readable::Function(set)) => Some(super::readable_fn::install(set.clone())),
-        _ => None,
     };
     let rows: Vec<(i64, String)> = with_conn!(conn, |c| {
         let q = events::table
@@ -505,16 +508,8 @@ pub fn count_matching(
         .map(|f| f.channels().map(<[String]>::to_vec))
         .collect::<Option<Vec<_>>>()
         .map(|lists| lists.concat());
-    let readable = match &scope.channels {
-        ChannelScope::Only(set) => Some(Readable::of(set, named.as_deref(), conn.backend())),
-        _ => None,
-    };
-    if readable.as_ref().is_some_and(Readable::is_empty) && named.is_some() {
+    let Some((readable, _installed)) = readable_for(conn, scope, named.as_deref()) else {
         return Ok(0);
-    }
-    let _installed = match &readable {
-        Some(Readable::Function(set)) => Some(super::readable_fn::install(set.clone())),
-        _ => None,
     };
     let community_id = scope.community_id;
     let count: i64 = match conn {
