@@ -234,11 +234,11 @@ fn community_files(
     host: &str,
 ) -> anyhow::Result<(Option<PathBuf>, Option<PathBuf>)> {
     let settings = Settings::load(config, catalog)?;
-    let wanted = buzz_core::community::normalize_host(host);
+    let wanted = buzz_nostr::host::normalize_host(host);
     let community = settings
         .communities
         .iter()
-        .find(|c| buzz_core::community::normalize_host(&c.host) == wanted)
+        .find(|c| buzz_nostr::host::normalize_host(&c.host) == wanted)
         .ok_or_else(|| {
             let known: Vec<&str> = settings
                 .communities

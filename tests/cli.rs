@@ -95,8 +95,8 @@ fn relay_identity_is_recorded_checked_and_reset() {
         .expect("write config");
         config
     };
-    let first = buzz_core::keys::Keys::generate();
-    let second = buzz_core::keys::Keys::generate();
+    let first = buzz_nostr::keys::Keys::generate();
+    let second = buzz_nostr::keys::Keys::generate();
     let first_config = write_config("first.toml", &first.secret_hex());
     let second_config = write_config("second.toml", &second.secret_hex());
 
@@ -269,8 +269,8 @@ fn a_missing_named_policy_refuses_and_paths_resolve_against_the_config_file() {
 #[cfg(unix)]
 #[test]
 fn sigterm_exits_promptly_during_a_policy_attack() {
-    use buzz_core::keys::Keys;
     use buzz_core::testkit::{now, WsClient};
+    use buzz_nostr::keys::Keys;
     use std::io::BufRead;
 
     let dir = tempfile::tempdir().expect("tempdir");

@@ -9,12 +9,12 @@ mod artifacts;
 
 use artifacts::{Draft, User, TASK};
 use buzz_core::both_backends;
-use buzz_core::event::Event;
-use buzz_core::keys::Keys;
 use buzz_core::plugin::{PluginCatalog, PluginEntry};
 use buzz_core::store::lifecycle::{copy, tables};
 use buzz_core::store::{MigrationSet, Store};
 use buzz_core::testkit::{now, tag, TestBackend, TestRelay};
+use buzz_nostr::event::Event;
+use buzz_nostr::keys::Keys;
 use buzz_read_state_client::{follow, mark_through, Client};
 use serde_json::{json, Value};
 use storage_common::{command, config, other, run, Db};

@@ -29,7 +29,7 @@ struct Cli {
     key_file: Option<PathBuf>,
 }
 
-fn owner_key(cli: &Cli) -> anyhow::Result<Option<buzz_core::keys::Keys>> {
+fn owner_key(cli: &Cli) -> anyhow::Result<Option<buzz_nostr::keys::Keys>> {
     let secret = match &cli.key_file {
         Some(path) => Some(
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?,
@@ -39,7 +39,7 @@ fn owner_key(cli: &Cli) -> anyhow::Result<Option<buzz_core::keys::Keys>> {
             .filter(|k| !k.is_empty()),
     };
     secret
-        .map(|s| buzz_core::keys::Keys::from_hex(s.trim()).context("the owner key"))
+        .map(|s| buzz_nostr::keys::Keys::from_hex(s.trim()).context("the owner key"))
         .transpose()
 }
 

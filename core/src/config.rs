@@ -459,7 +459,7 @@ impl Settings {
         }
         let mut hosts = std::collections::HashSet::new();
         for c in &self.communities {
-            let host = crate::community::normalize_host(&c.host);
+            let host = buzz_nostr::host::normalize_host(&c.host);
             if host.is_empty() {
                 anyhow::bail!("community host must not be empty");
             }

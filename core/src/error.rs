@@ -153,6 +153,17 @@ fn coded_prefix(status: u16) -> &'static str {
     }
 }
 
+/// A protocol rule broken (`buzz_nostr`): the same prefix, as a relay refusal.
+impl From<buzz_nostr::error::Refusal> for Reason {
+    fn from(refusal: buzz_nostr::error::Refusal) -> Self {
+        use buzz_nostr::error::Refusal;
+        match refusal {
+            Refusal::Invalid(msg) => Reason::Invalid(msg),
+            Refusal::AuthRequired(msg) => Reason::AuthRequired(msg),
+        }
+    }
+}
+
 impl From<crate::store::StoreError> for Reason {
     fn from(err: crate::store::StoreError) -> Self {
         match err.transient() {

@@ -9,12 +9,13 @@
 //! event, then relay-signed events the transaction produced), then observers.
 
 use crate::channels;
-use crate::channels::kinds::GROUP_STATE;
 use crate::ctx::ConnCtx;
 use crate::error::Reason;
-use crate::event::{Event, EventLimits, KindClass, StoredEvent};
 use crate::plugin::{Plugin, Services, Tx, WriteCtx};
 use crate::store::{InsertOutcome, QueuedWrite};
+use crate::stored::StoredEvent;
+use buzz_nostr::event::{Event, EventLimits, KindClass};
+use buzz_nostr::kinds::GROUP_STATE;
 use std::sync::Arc;
 
 /// A queued storage transaction's answer: the outcome and the relay-signed events it made.
@@ -236,7 +237,7 @@ impl Ingest {
     /// Whether core and every plugin vouch that storing `event` changes no other event's
     /// rows and reads none but those it names (`Store::write_event`).
     fn independent(&self, event: &Event) -> bool {
-        channels::independent(event)
+        buzz_nostr::kinds::independent(event)
             && self
                 .plugins
                 .iter()
@@ -251,7 +252,7 @@ impl Ingest {
     /// channel creations, joins, member changes — takes effect in the transaction, in
     /// queue order, and needs no wait.
     pub fn import_waits_for_earlier(&self, event: &Event) -> bool {
-        event.kind == channels::kinds::AUTHOR_DELETE
+        event.kind == buzz_nostr::kinds::AUTHOR_DELETE
             || self
                 .plugins
                 .iter()
@@ -334,7 +335,7 @@ impl Ingest {
 
     /// Protocol rules core enforces for every event.
     fn check_protocol(&self, event: &Event) -> Result<(), Reason> {
-        if event.kind == crate::auth::nip42::AUTH_KIND {
+        if event.kind == buzz_nostr::nip42::AUTH_KIND {
             return Err(Reason::invalid(
                 "kind 22242 is only accepted in AUTH messages",
             ));

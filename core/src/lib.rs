@@ -2,7 +2,9 @@
 //!
 //! The core owns the wire (NIP-01 over WebSocket, NIP-11, NIP-42, NIP-98, the HTTP bridge),
 //! storage, communities and live fan-out, and offers hook points to plugins
-//! ([`plugin::Plugin`]). It knows no plugin by name. See `ARCHITECTURE.md` for the map.
+//! ([`plugin::Plugin`]). It knows no plugin by name. The protocol types and rules it
+//! builds on (events, filters, keys, kinds, NIP-10/NIP-42/NIP-98 checks, [`Reason`](crate::error::Reason)) are
+//! the `buzz_nostr` crate's. See `ARCHITECTURE.md` for the map.
 
 pub mod access;
 pub mod auth;
@@ -12,11 +14,8 @@ pub mod community;
 pub mod config;
 pub mod ctx;
 pub mod error;
-pub mod event;
-pub mod filter;
 pub mod http;
 pub mod ingest;
-pub mod keys;
 pub mod lifecycle;
 pub mod live;
 pub mod metrics;
@@ -26,7 +25,9 @@ pub mod plugin;
 pub mod query;
 pub mod redis_link;
 pub mod relay;
+pub mod relay_key;
 pub mod replay;
 pub mod store;
+pub mod stored;
 #[cfg(feature = "testkit")]
 pub mod testkit;

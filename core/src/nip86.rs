@@ -13,13 +13,13 @@
 //! Authorization: the NIP-98 signer must be one of the community's `owners` (checked
 //! by the caller before [`Call::run`]).
 
-use crate::channels::kinds::{BAN, COMMUNITY_ADD_MEMBER, MODERATE_REMOVE, TIMEOUT, UNBAN};
 use crate::ctx::ConnCtx;
 use crate::error::Reason;
-use crate::event::Event;
 use crate::ingest::Ingest;
 use crate::plugin::Services;
 use crate::store::{event_channel, moderation};
+use buzz_nostr::event::Event;
+use buzz_nostr::kinds::{BAN, COMMUNITY_ADD_MEMBER, MODERATE_REMOVE, TIMEOUT, UNBAN};
 use serde_json::{json, Value};
 
 /// Every method this relay answers, in `supportedmethods` order. The first seven are

@@ -19,11 +19,11 @@ pub use stored::StoredAnswer;
 use crate::config::LimitSettings;
 use crate::ctx::ConnCtx;
 use crate::error::Reason;
-use crate::event::Event;
-use crate::filter::Filter;
 use crate::live::LiveCondition;
 use crate::plugin::{Plugin, QueryAnswer, Services};
 use crate::store::{count_matching, query_keys};
+use buzz_nostr::event::Event;
+use buzz_nostr::filter::Filter;
 use std::collections::HashSet;
 use std::sync::Arc;
 

@@ -9,7 +9,6 @@ use crate::community::{Communities, Community};
 use crate::config::Settings;
 use crate::http::{self, AppState, Bodies, ServerHandle};
 use crate::ingest::Ingest;
-use crate::keys::Keys;
 use crate::live::{LiveBus, MemoryBus, RedisBus};
 use crate::metrics::Metrics;
 use crate::plugin::{Plugin, PluginCatalog, PluginEntry, Services};
@@ -18,6 +17,7 @@ use crate::redis_link::RedisLink;
 use crate::replay::{MemoryReplayGuard, RedisReplayGuard, ReplayGuard};
 use crate::store::{StatementBounds, Store};
 use anyhow::Context;
+use buzz_nostr::keys::Keys;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -26,7 +26,10 @@ use std::sync::Arc;
 pub fn relay_keys(settings: &Settings) -> anyhow::Result<(Keys, String)> {
     if settings.relay.private_key.is_empty() {
         let file = settings.relay.data_dir.join("relay.key");
-        Ok((Keys::load_or_generate(&file)?, file.display().to_string()))
+        Ok((
+            crate::relay_key::load_or_generate(&file)?,
+            file.display().to_string(),
+        ))
     } else {
         let keys = Keys::from_hex(&settings.relay.private_key).context("relay.private_key")?;
         Ok((keys, "relay.private_key".to_owned()))
@@ -126,7 +129,7 @@ impl RelayBuilder {
 
         let mut communities = Vec::new();
         for c in &settings.communities {
-            let host = crate::community::normalize_host(&c.host);
+            let host = buzz_nostr::host::normalize_host(&c.host);
             let id = store
                 .ensure_community(&host, &c.name)
                 .await

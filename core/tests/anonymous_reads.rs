@@ -5,9 +5,9 @@
 //! private channel or message from one that does not exist. Both backends.
 
 use buzz_core::both_backends;
-use buzz_core::event::Event;
-use buzz_core::keys::Keys;
 use buzz_core::testkit::{now, tag, TestBackend, TestRelay, WsClient};
+use buzz_nostr::event::Event;
+use buzz_nostr::keys::Keys;
 use serde_json::{json, Value};
 
 both_backends!(

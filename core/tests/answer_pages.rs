@@ -4,8 +4,8 @@
 //! binary, so the gaps it measures are the relay's, not other tests' load.
 
 use buzz_core::both_backends;
-use buzz_core::keys::Keys;
 use buzz_core::testkit::{now, tag, TestBackend, TestRelay};
+use buzz_nostr::keys::Keys;
 use serde_json::json;
 use std::time::{Duration, Instant};
 

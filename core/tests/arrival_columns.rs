@@ -4,10 +4,10 @@
 //! forward — on both backends.
 
 use buzz_core::both_backends;
-use buzz_core::event::Event;
-use buzz_core::keys::Keys;
 use buzz_core::store::schema::{channels, events, thread_metadata};
 use buzz_core::testkit::{now, tag, TestBackend, TestRelay};
+use buzz_nostr::event::Event;
+use buzz_nostr::keys::Keys;
 use diesel::prelude::*;
 
 both_backends!(arrival_columns_follow_ingest);

@@ -3,9 +3,9 @@
 use buzz_core::both_backends;
 
 use buzz_core::config::CommunitySettings;
-use buzz_core::event::Event;
-use buzz_core::keys::Keys;
 use buzz_core::testkit::{now, tag, TestBackend, TestRelay, WsClient};
+use buzz_nostr::event::Event;
+use buzz_nostr::keys::Keys;
 use serde_json::json;
 
 both_backends!(
@@ -468,7 +468,7 @@ async fn group_state_events_follow_channel_access(backend: TestBackend, name: &s
     let relay_pk = relay.running().pubkey().to_owned();
     for doc in &docs {
         assert_eq!(doc.pubkey, relay_pk, "signed by the relay key");
-        buzz_core::event::verify_signature(doc).expect("valid signature");
+        buzz_nostr::event::verify_signature(doc).expect("valid signature");
     }
     let meta = docs.iter().find(|d| d.kind == 39000).expect("39000");
     assert!(meta.tags.contains(&tag(&["private"])));

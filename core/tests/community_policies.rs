@@ -4,8 +4,8 @@
 
 use buzz_core::both_backends;
 use buzz_core::config::{CommunityPolicyFiles, CommunitySettings, Settings};
-use buzz_core::keys::Keys;
 use buzz_core::testkit::{now, TestBackend, TestRelay, WsClient};
+use buzz_nostr::keys::Keys;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 

@@ -5,10 +5,10 @@
 
 use buzz_core::ctx::ConnCtx;
 use buzz_core::error::Reason;
-use buzz_core::event::Event;
-use buzz_core::keys::Keys;
 use buzz_core::plugin::{Plugin, PluginEntry, PluginManifest, Services};
 use buzz_core::testkit::{now, tag, TestBackend, TestRelay};
+use buzz_nostr::event::Event;
+use buzz_nostr::keys::Keys;
 use std::sync::Arc;
 
 /// Panics on any event whose content starts with "boom".

@@ -2,8 +2,8 @@
 //! one is never served once it expires — not by REQ, COUNT or POST /query. Both backends.
 
 use buzz_core::both_backends;
-use buzz_core::keys::Keys;
 use buzz_core::testkit::{now, tag, TestBackend, TestRelay, WsClient};
+use buzz_nostr::keys::Keys;
 use serde_json::{json, Value};
 use std::time::Duration;
 

@@ -3,10 +3,10 @@
 //! and filters with no indexed field — and nothing after CLOSE or replacement.
 
 use buzz_core::both_backends;
-use buzz_core::event::Event;
-use buzz_core::filter::Filter;
-use buzz_core::keys::Keys;
 use buzz_core::testkit::{now, tag, TestBackend, TestRelay};
+use buzz_nostr::event::Event;
+use buzz_nostr::filter::Filter;
+use buzz_nostr::keys::Keys;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 

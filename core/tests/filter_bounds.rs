@@ -3,8 +3,8 @@
 //! HTTP 400 naming the bound, advertised in NIP-11, and nothing changes.
 
 use buzz_core::both_backends;
-use buzz_core::keys::Keys;
 use buzz_core::testkit::{now, tag, TestBackend, TestRelay};
+use buzz_nostr::keys::Keys;
 use serde_json::{json, Map, Value};
 
 both_backends!(

@@ -5,11 +5,12 @@
 
 use buzz_core::both_backends;
 use buzz_core::error::Reason;
-use buzz_core::event::{Event, StoredEvent};
-use buzz_core::keys::Keys;
 use buzz_core::plugin::{Plugin, PluginEntry, PluginManifest, Services, Tx};
 use buzz_core::store::InsertOutcome;
+use buzz_core::stored::StoredEvent;
 use buzz_core::testkit::{now, tag, TestBackend, TestRelay, WsClient};
+use buzz_nostr::event::Event;
+use buzz_nostr::keys::Keys;
 use serde_json::json;
 use std::collections::HashMap;
 use std::future::Future;

@@ -4,11 +4,11 @@
 use buzz_core::both_backends;
 
 use base64::Engine;
-use buzz_core::auth::nip98::authorization_header;
 use buzz_core::config::CommunitySettings;
-use buzz_core::event::Event;
-use buzz_core::keys::Keys;
 use buzz_core::testkit::{now, tag, HttpClient, TestBackend, TestRelay, WsClient};
+use buzz_nostr::event::Event;
+use buzz_nostr::keys::Keys;
+use buzz_nostr::nip98::authorization_header;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 

@@ -3,9 +3,9 @@
 
 use buzz_core::both_backends;
 
-use buzz_core::keys::Keys;
 use buzz_core::relay::RelayBuilder;
 use buzz_core::testkit::{TestBackend, TestRelay};
+use buzz_nostr::keys::Keys;
 
 both_backends!(a_second_relay_key_is_refused);
 

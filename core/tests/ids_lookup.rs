@@ -3,8 +3,8 @@
 //! it), in one statement. Both backends.
 
 use buzz_core::both_backends;
-use buzz_core::keys::Keys;
 use buzz_core::testkit::{now, TestBackend, TestRelay};
+use buzz_nostr::keys::Keys;
 use serde_json::json;
 use std::collections::HashSet;
 

@@ -3,10 +3,10 @@
 //! decisions at once. On both backends.
 
 use buzz_core::both_backends;
-use buzz_core::event::Event;
-use buzz_core::keys::Keys;
 use buzz_core::store::channel_state::{insert_rows, ChannelRow};
 use buzz_core::testkit::{now, tag, TestBackend, TestRelay, WsClient};
+use buzz_nostr::event::Event;
+use buzz_nostr::keys::Keys;
 use serde_json::json;
 
 both_backends!(twenty_thousand_channels_read_correctly_and_follow_changes);

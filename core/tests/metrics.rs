@@ -2,8 +2,8 @@
 //! move under load, and no label ever carries a pubkey, channel, event id or payload.
 
 use buzz_core::both_backends;
-use buzz_core::keys::Keys;
 use buzz_core::testkit::{now, tag, TestBackend, TestRelay, WsClient};
+use buzz_nostr::keys::Keys;
 use prometheus_parse::{Sample, Scrape, Value};
 use serde_json::json;
 use std::collections::BTreeSet;

@@ -2,8 +2,8 @@
 //! accepted, and every unparseable EVENT gets an answer a client can match.
 
 use buzz_core::both_backends;
-use buzz_core::keys::Keys;
 use buzz_core::testkit::{now, tag, TestBackend, TestRelay};
+use buzz_nostr::keys::Keys;
 use serde_json::json;
 
 both_backends!(

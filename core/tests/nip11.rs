@@ -1,8 +1,8 @@
 //! NIP-11 `supported_nips`: exactly what the running relay implements — core's own list
 //! plus what each *enabled* plugin's manifest declares.
 
-use buzz_core::keys::Keys;
 use buzz_core::testkit::{now, tag, TestBackend, TestRelay};
+use buzz_nostr::keys::Keys;
 use serde_json::{json, Value};
 
 async fn nip11(relay: &TestRelay) -> Value {

@@ -4,9 +4,9 @@
 //! `pubkey` equal to the key that signs group state. Both backends.
 
 use buzz_core::both_backends;
-use buzz_core::event::Event;
-use buzz_core::keys::Keys;
 use buzz_core::testkit::{now, tag, TestBackend, TestRelay, WsClient};
+use buzz_nostr::event::Event;
+use buzz_nostr::keys::Keys;
 use serde_json::json;
 
 both_backends!(

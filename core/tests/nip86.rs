@@ -2,11 +2,11 @@
 //! pubkey's EVENT gets `blocked:`), the audit trail, and refusals (bad or missing NIP-98
 //! → 401, not an owner → 403, malformed calls → 400) that change nothing.
 
-use buzz_core::auth::nip98::authorization_header;
 use buzz_core::both_backends;
-use buzz_core::keys::Keys;
 use buzz_core::store::moderation;
 use buzz_core::testkit::{now, tag, TestBackend, TestRelay, WsClient};
+use buzz_nostr::keys::Keys;
+use buzz_nostr::nip98::authorization_header;
 use serde_json::{json, Value};
 
 both_backends!(

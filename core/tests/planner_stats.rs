@@ -5,9 +5,9 @@
 //! with them from its next checkout.
 
 use buzz_core::error::Reason;
-use buzz_core::keys::Keys;
 use buzz_core::store::Conn;
 use buzz_core::testkit::{now, tag, TestBackend, TestRelay};
+use buzz_nostr::keys::Keys;
 use diesel::RunQueryDsl;
 use std::time::{Duration, Instant};
 

@@ -1,8 +1,8 @@
 //! The relay consults the community's Lua policies on every write and read, fails closed
 //! when a script misbehaves, and reloads edited scripts without a restart.
 
-use buzz_core::keys::Keys;
 use buzz_core::testkit::{now, tag, TestBackend, TestRelay};
+use buzz_nostr::keys::Keys;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 

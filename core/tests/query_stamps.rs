@@ -4,11 +4,11 @@
 //! `limit`, newest first. Both backends.
 
 use buzz_core::both_backends;
-use buzz_core::event::Event;
-use buzz_core::filter::Filter;
-use buzz_core::keys::Keys;
 use buzz_core::store::{query_keys, query_stamps, ChannelScope, ChannelSet, Scope};
 use buzz_core::testkit::{now, tag, TestBackend, TestRelay, WsClient};
+use buzz_nostr::event::Event;
+use buzz_nostr::filter::Filter;
+use buzz_nostr::keys::Keys;
 use serde_json::json;
 
 both_backends!(stamps_are_the_rows_req_reads,);

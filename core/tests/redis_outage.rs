@@ -7,8 +7,8 @@
 //! needs `BUZZ_TEST_REDIS_URL` only as the sign that Redis tests are wanted (and
 //! `redis-server` on the PATH); without it, one `skipped:` line (a failure under `CI`).
 
-use buzz_core::keys::Keys;
 use buzz_core::testkit::{now, redis_url, OwnRedis, TestBackend, TestRelay};
+use buzz_nostr::keys::Keys;
 use serde_json::json;
 use std::net::TcpListener;
 
@@ -112,7 +112,7 @@ async fn redis_outage_fails_closed_then_recovers() {
         .await
         .is_some());
     // The replay guard answers again: a header passes once, then is refused.
-    let header = buzz_core::auth::nip98::authorization_header(
+    let header = buzz_nostr::nip98::authorization_header(
         &keys,
         "POST",
         &http.public_url("/query"),

@@ -11,10 +11,10 @@ mod support;
 
 use buzz_core::both_backends;
 use buzz_core::config::Settings;
-use buzz_core::keys::Keys;
 use buzz_core::plugin::PluginCatalog;
 use buzz_core::relay::RelayBuilder;
 use buzz_core::testkit::{now, redis_url, TestBackend, TestRelay, WsClient};
+use buzz_nostr::keys::Keys;
 use serde_json::json;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -76,7 +76,7 @@ async fn stalled_redis_fails_closed_then_recovers(backend: TestBackend, test: &s
 
     // Healthy: accepted, and a NIP-98 header is used once.
     assert!(timed_publish(&mut ws, "before", &keys).await.0);
-    let used = buzz_core::auth::nip98::authorization_header(
+    let used = buzz_nostr::nip98::authorization_header(
         &keys,
         "POST",
         &http.public_url("/query"),

@@ -4,14 +4,14 @@
 //! Needs `BUZZ_TEST_DATABASE_URL` and `BUZZ_TEST_REDIS_URL` (one `skipped:` line per test
 //! otherwise; a failure under `CI`). Each test creates its own database and Redis prefix.
 
-use buzz_core::auth::nip98::authorization_header;
 use buzz_core::config::Settings;
-use buzz_core::event::Event;
-use buzz_core::keys::Keys;
 use buzz_core::relay::RelayBuilder;
 use buzz_core::testkit::{
     now, pg_admin_url, redis_url, tag, HttpClient, PgDatabase, TestBackend, TestRelay, WsClient,
 };
+use buzz_nostr::event::Event;
+use buzz_nostr::keys::Keys;
+use buzz_nostr::nip98::authorization_header;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::time::Duration;

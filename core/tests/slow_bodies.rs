@@ -6,9 +6,9 @@
 //! The clients here are raw TCP sockets writing HTTP/1.1 by hand: a real client library
 //! would not stop mid-body.
 
-use buzz_core::auth::nip98::authorization_header;
-use buzz_core::keys::Keys;
 use buzz_core::testkit::{now, TestBackend, TestRelay};
+use buzz_nostr::keys::Keys;
+use buzz_nostr::nip98::authorization_header;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;

@@ -3,8 +3,8 @@
 //! progress is closed within the stall limit — memory stays bounded meanwhile.
 
 use buzz_core::both_backends;
-use buzz_core::keys::Keys;
 use buzz_core::testkit::{now, relay_side_socket, TestBackend, TestRelay, WsClient};
+use buzz_nostr::keys::Keys;
 use serde_json::json;
 use std::time::{Duration, Instant};
 use tokio::io::AsyncWriteExt;
@@ -211,7 +211,7 @@ async fn a_query_answer_nobody_reads_is_let_go(backend: TestBackend, name: &str)
     let body = json!([{"kinds": [1], "limit": 500}]).to_string();
     let mut silent = Vec::new();
     for _ in 0..4 {
-        let auth = buzz_core::auth::nip98::authorization_header(
+        let auth = buzz_nostr::nip98::authorization_header(
             &keys,
             "POST",
             &relay.http().public_url("/query"),

@@ -1,7 +1,7 @@
 //! SQLite storage upkeep that only the embedded backend has.
 
-use buzz_core::keys::Keys;
 use buzz_core::testkit::{now, tag, TestBackend, TestRelay};
+use buzz_nostr::keys::Keys;
 use std::time::{Duration, Instant};
 
 /// The writer only appends to the WAL; a thread of its own copies it back into the

@@ -7,9 +7,9 @@
 //! otherwise; a failure under `CI`).
 
 use buzz_core::error::Reason;
-use buzz_core::keys::Keys;
 use buzz_core::store::Conn;
 use buzz_core::testkit::{now, tag, TestBackend, TestRelay};
+use buzz_nostr::keys::Keys;
 use diesel::connection::SimpleConnection;
 use diesel::{Connection, PgConnection, RunQueryDsl};
 use serde_json::json;

@@ -4,8 +4,8 @@
 
 use buzz_core::both_backends;
 
-use buzz_core::keys::Keys;
 use buzz_core::testkit::{now, tag, TestBackend, TestRelay, WsClient};
+use buzz_nostr::keys::Keys;
 
 both_backends!(
     events_in_unreadable_channels_read_as_missing,

@@ -7,9 +7,9 @@ use buzz_core::clock::SystemClock;
 use buzz_core::community::Community;
 use buzz_core::config::Settings;
 use buzz_core::ctx::{ConnCtx, Transport};
-use buzz_core::event::Event;
 use buzz_core::plugin::PluginCatalog;
 use buzz_core::store::{community_stats, Store};
+use buzz_nostr::event::Event;
 use std::sync::Arc;
 
 /// What the scripts say about `event_json` written in community `host` by its author
@@ -25,7 +25,7 @@ pub async fn dry_run(
     let configured = settings
         .communities
         .iter()
-        .find(|c| buzz_core::community::normalize_host(&c.host) == host)
+        .find(|c| buzz_nostr::host::normalize_host(&c.host) == host)
         .ok_or_else(|| format!("no community {host} in the configuration"))?;
     let policies = CommunityPolicies::load(settings).map_err(|e| format!("{e:#}"))?;
     let store = Store::open(

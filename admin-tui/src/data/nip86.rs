@@ -2,9 +2,9 @@
 //! (audited, the same path as owners' 9042–9044 events), signed with an owner's key.
 
 use super::sources::{http_client, relay_http};
-use buzz_core::auth::nip98::authorization_header;
 use buzz_core::config::Settings;
-use buzz_core::keys::Keys;
+use buzz_nostr::keys::Keys;
+use buzz_nostr::nip98::authorization_header;
 use serde_json::{json, Value};
 
 /// Calls NIP-86 methods on the relay as one owner.

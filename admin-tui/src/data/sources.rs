@@ -87,7 +87,7 @@ pub fn relay_http(settings: &Settings) -> (String, String) {
     let host = settings
         .communities
         .first()
-        .map(|c| buzz_core::community::normalize_host(&c.host))
+        .map(|c| buzz_nostr::host::normalize_host(&c.host))
         .unwrap_or_else(|| "localhost".into());
     (format!("{ip}:{port}"), format!("{host}:{port}"))
 }

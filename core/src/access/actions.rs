@@ -1,7 +1,7 @@
 //! What a write means to the policies: event kind → [`Action`].
 
-use crate::channels::kinds::*;
-use crate::event::Event;
+use buzz_nostr::event::Event;
+use buzz_nostr::kinds::*;
 use buzz_policy::Action;
 
 pub(crate) fn classify(event: &Event) -> Action {

@@ -24,11 +24,11 @@
 //! In a community that is not open, nothing is readable anonymously.
 
 use super::AccessService;
-use crate::channels::kinds::{requires_channel, GROUP_STATE};
 use crate::channels::validate::is_lowercase_uuid;
 use crate::ctx::ConnCtx;
 use crate::error::Reason;
-use crate::filter::Filter;
+use buzz_nostr::filter::Filter;
+use buzz_nostr::kinds::{requires_channel, GROUP_STATE};
 
 /// The one refusal text, whatever the filter named.
 const AUTH_FIRST: &str =

@@ -2,9 +2,9 @@
 //! refreshed for exactly that — one channel, one person's membership, one person's
 //! standing — instead of being dropped for everyone.
 
-use crate::channels::kinds::*;
 use crate::channels::validate::member_of;
-use crate::event::StoredEvent;
+use crate::stored::StoredEvent;
+use buzz_nostr::kinds::*;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Change {

@@ -2,9 +2,9 @@
 
 use crate::community::Community;
 use crate::error::Reason;
-use crate::event::Event;
 use crate::store::channel_state::{self, ChannelRow};
 use crate::store::Conn;
+use buzz_nostr::event::Event;
 use buzz_policy::{ActorFacts, ChannelFacts, CommunityFacts, EventFacts};
 use std::collections::HashMap;
 

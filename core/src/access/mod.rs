@@ -18,14 +18,15 @@ mod facts;
 mod policies;
 mod read;
 
-use crate::channels::kinds::COMMUNITY_ADMIN;
 use crate::clock::Clock;
 use crate::community::Community;
 use crate::ctx::ConnCtx;
 use crate::error::Reason;
-use crate::event::{Event, StoredEvent};
 use crate::live::LiveBus;
 use crate::store::{channel_state, Scope, Store};
+use crate::stored::StoredEvent;
+use buzz_nostr::event::Event;
+use buzz_nostr::kinds::COMMUNITY_ADMIN;
 use buzz_policy::{DenyKind, PolicyEngine, Verdict, WriteRequest};
 use cache::FactsCache;
 use changes::Change;
@@ -259,7 +260,7 @@ impl AccessService {
         let channel_id = event.channel_id();
         // NIP-29: a member's join is a `duplicate:` whatever the channel's rules (a
         // private channel refuses joins); only a member learns anything from it.
-        if event.kind == crate::channels::kinds::JOIN
+        if event.kind == buzz_nostr::kinds::JOIN
             && channel_id.is_some_and(|ch| person.channels.contains_key(ch))
         {
             return Err(Reason::Duplicate(crate::channels::ALREADY_MEMBER.into()));

@@ -5,9 +5,9 @@
 //! A community's scripts are `[[communities]] policies = { ... }` where given, else
 //! `[policies]`; a default path that does not exist means the compiled-in script.
 
-use crate::community::normalize_host;
 use crate::config::{CommunitySettings, Settings};
 use anyhow::Context;
+use buzz_nostr::host::normalize_host;
 use buzz_policy::{
     MemoryRateLimiter, PolicyEngine, PolicyLimits, RateLimiter, RedisRateLimiter, ScriptOrigin,
     ShadowCounts,

@@ -2,12 +2,13 @@
 //! addressable by `d` = channel id, regenerated in the transaction of every change and
 //! stored scoped to the channel (so only its readers see them).
 
-use super::kinds::{GROUP_ADMINS, GROUP_MEMBERS, GROUP_METADATA};
 use crate::error::Reason;
-use crate::event::{Event, StoredEvent};
-use crate::keys::Keys;
 use crate::store::channel_state::{lock_channel, members};
 use crate::store::{replace_relay_event, Conn};
+use crate::stored::StoredEvent;
+use buzz_nostr::event::Event;
+use buzz_nostr::keys::Keys;
+use buzz_nostr::kinds::{GROUP_ADMINS, GROUP_MEMBERS, GROUP_METADATA};
 use std::sync::Arc;
 
 /// Which documents a change touches.

@@ -6,20 +6,19 @@
 //! (which rolls it back).
 
 pub mod group_state;
-pub mod kinds;
-pub mod threads;
 pub mod unseen;
 pub mod validate;
 
 use crate::error::Reason;
-use crate::event::{Event, KindClass, StoredEvent};
-use crate::keys::Keys;
 use crate::plugin::WriteCtx;
 use crate::store::channel_state as state;
 use crate::store::threads as thread_rows;
 use crate::store::{apply_deletion, event_channel, soft_delete_event, Conn};
+use crate::stored::StoredEvent;
+use buzz_nostr::event::Event;
+use buzz_nostr::keys::Keys;
+use buzz_nostr::kinds::*;
 use group_state::Changed;
-use kinds::*;
 use std::sync::Arc;
 
 /// Keep channel, community and thread state in step with `stored`. Returns relay-signed
@@ -171,25 +170,6 @@ fn membership_record(
             })
         }),
     )
-}
-
-/// Whether [`apply`] for `event` reads no event rows but the ones `event` names in its
-/// `e` tags and changes none but its own thread metadata (and its ancestors' counts),
-/// and its insert settles no replaceable slot: notes outside channels and channel
-/// conversation, reactions and edits. Such events may be inserted together with their
-/// neighbours in a group commit (`Store::write_event`). Deletions, removals and every
-/// channel or community change are not.
-pub fn independent(event: &Event) -> bool {
-    if event.class() != KindClass::Regular
-        || event.kind == AUTHOR_DELETE
-        || COMMUNITY_ADMIN.contains(&event.kind)
-    {
-        return false;
-    }
-    match event.channel_id() {
-        None => true,
-        Some(_) => CONVERSATION.contains(&event.kind) || TARGETING.contains(&event.kind),
-    }
 }
 
 /// The target of a reaction, edit or removal must be a stored event of the same channel.

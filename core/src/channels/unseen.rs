@@ -8,15 +8,15 @@
 //! a write points into a channel its author cannot read, it is refused now with the
 //! text a random id gets. Readers go on to the precise checks.
 
-use super::kinds::{AUTHOR_DELETE, CONVERSATION, CREATE_CHANNEL, MODERATE_REMOVE, TARGETING};
-use super::threads::reply_parent;
 use super::validate::target_id;
 use crate::access::AccessService;
 use crate::ctx::ConnCtx;
 use crate::error::Reason;
-use crate::event::Event;
 use crate::store::channel_state::load_channel;
 use crate::store::{event_channel, Store};
+use buzz_nostr::event::Event;
+use buzz_nostr::kinds::{AUTHOR_DELETE, CONVERSATION, CREATE_CHANNEL, MODERATE_REMOVE, TARGETING};
+use buzz_nostr::threads::reply_parent;
 
 /// What a target that does not exist gets (`channels::apply`).
 pub const TARGET_NOT_FOUND: &str = "target event not found";

@@ -1,8 +1,8 @@
 //! Structural checks of channel and community events, before any storage or policy.
 
-use super::kinds::*;
 use crate::error::Reason;
-use crate::event::Event;
+use buzz_nostr::event::Event;
+use buzz_nostr::kinds::*;
 
 fn is_hex64(v: &str) -> bool {
     v.len() == 64
@@ -147,7 +147,7 @@ pub fn check(event: &Event) -> Result<(), Reason> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::keys::Keys;
+    use buzz_nostr::keys::Keys;
 
     fn ev(kind: u32, tags: &[&[&str]]) -> Event {
         let tags = tags

@@ -16,10 +16,10 @@
 
 use super::socket::SocketHandle;
 use crate::error::Reason;
-use crate::event::Event;
 use crate::query::StoredAnswer;
 use actix_web::web::Bytes;
 use actix_web::HttpResponse;
+use buzz_nostr::event::Event;
 use futures_util::stream;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;

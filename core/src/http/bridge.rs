@@ -5,9 +5,9 @@ use super::answer::{self, AnswerBounds};
 use super::socket::SocketHandle;
 use super::{AppState, RequestCtx};
 use crate::error::Reason;
-use crate::event::Event;
-use crate::filter::Filter;
 use actix_web::{web, HttpRequest, HttpResponse};
+use buzz_nostr::event::Event;
+use buzz_nostr::filter::Filter;
 use serde_json::{json, Value};
 use std::time::Duration;
 

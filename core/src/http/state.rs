@@ -1,7 +1,7 @@
 //! Shared application state and the per-request context extractor.
 
 use crate::auth::nip98;
-use crate::community::{authority, Communities};
+use crate::community::Communities;
 use crate::config::LimitSettings;
 use crate::ctx::{ConnCtx, Transport};
 use crate::error::Reason;
@@ -10,6 +10,7 @@ use crate::plugin::{Plugin, Services};
 use crate::query::QueryService;
 use crate::replay::ReplayGuard;
 use actix_web::{web, HttpRequest};
+use buzz_nostr::host::authority;
 use futures_util::StreamExt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -96,7 +97,7 @@ impl RequestCtx {
                 .and_then(|h| h.to_str().ok());
             let url = ctx.expected_url(req, state);
             let now = state.services.clock.now_secs();
-            Some(nip98::check_header(
+            Some(buzz_nostr::nip98::check_header(
                 authorization,
                 req.method().as_str(),
                 &url,
@@ -107,7 +108,7 @@ impl RequestCtx {
         };
         let body = state.bodies.read(req, payload).await?;
         if let Some(header) = header {
-            ctx.conn.pubkey = Some(header.finish(&body, state.replay.as_ref()).await?);
+            ctx.conn.pubkey = Some(nip98::finish(header, &body, state.replay.as_ref()).await?);
         }
         Ok((ctx, body))
     }

@@ -13,12 +13,12 @@
 //! is stored whole or not at all.
 
 use super::Progress;
-use crate::community::normalize_host;
 use crate::ctx::{ConnCtx, Transport};
 use crate::error::Reason;
-use crate::event::{Event, EventLimits};
 use crate::ingest::{CheckedEvent, PendingImport};
 use crate::relay::OfflineRelay;
+use buzz_nostr::event::{Event, EventLimits};
+use buzz_nostr::host::normalize_host;
 use std::collections::VecDeque;
 use std::io::BufRead;
 

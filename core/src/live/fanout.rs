@@ -8,8 +8,8 @@
 
 use super::index::{LiveCondition, SubKey, SubscriptionIndex};
 use super::{LiveBus, LIVE_BUFFER};
-use crate::event::StoredEvent;
-use crate::filter::Filter;
+use crate::stored::StoredEvent;
+use buzz_nostr::filter::Filter;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -218,8 +218,8 @@ impl Drop for LiveInbox {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::keys::Keys;
     use crate::live::memory::MemoryBus;
+    use buzz_nostr::keys::Keys;
     use std::sync::atomic::AtomicBool;
 
     /// `before` has run for an event by the time any connection can receive it: the

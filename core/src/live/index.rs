@@ -9,8 +9,8 @@
 //! value with it, not the size of all subscriptions. Candidates are then checked in full
 //! against hash sets, so even a 1,000-value filter costs a few lookups.
 
-use crate::event::Event;
-use crate::filter::Filter;
+use buzz_nostr::event::Event;
+use buzz_nostr::filter::Filter;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -244,7 +244,7 @@ fn unfile<K: std::hash::Hash + Eq>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::keys::Keys;
+    use buzz_nostr::keys::Keys;
     use serde_json::{json, Value};
 
     fn f(v: Value) -> Filter {

@@ -1,6 +1,6 @@
 use super::{LiveBus, LIVE_BUFFER};
 use crate::error::Reason;
-use crate::event::StoredEvent;
+use crate::stored::StoredEvent;
 use std::sync::Arc;
 use tokio::sync::broadcast;
 

@@ -16,7 +16,7 @@ pub use memory::MemoryBus;
 pub use redis_bus::RedisBus;
 
 use crate::error::Reason;
-use crate::event::StoredEvent;
+use crate::stored::StoredEvent;
 use std::sync::Arc;
 use tokio::sync::broadcast;
 

@@ -1,7 +1,8 @@
 use super::{LiveBus, LIVE_BUFFER};
 use crate::error::Reason;
-use crate::event::{Event, StoredEvent};
 use crate::redis_link::RedisLink;
+use crate::stored::StoredEvent;
+use buzz_nostr::event::Event;
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -43,7 +43,7 @@
 //!   ([`Plugin::extend_nip11`]), **background tasks** ([`Plugin::background`]): additive.
 //!
 //! Which events are conversation messages (they get thread metadata and count as chat):
-//! [`crate::channels::kinds::is_conversation`]. Every other kind a plugin handles — an
+//! [`buzz_nostr::kinds::is_conversation`]. Every other kind a plugin handles — an
 //! artifact revision, say — is stored as an ordinary event and never touches thread
 //! metadata or reply counts. A plugin that counts chat, unread state or mentions (the
 //! read-state plugin, say) must ask `is_conversation(event.kind)` for every event it
@@ -66,13 +66,14 @@ use crate::community::Community;
 use crate::config::Settings;
 use crate::ctx::ConnCtx;
 use crate::error::Reason;
-use crate::event::{Event, StoredEvent};
-use crate::filter::Filter;
-use crate::keys::Keys;
 use crate::live::LiveBus;
 pub use crate::live::LiveCondition;
 use crate::query::QueryService;
 use crate::store::{insert_event, Conn, InsertOutcome, Store};
+use crate::stored::StoredEvent;
+use buzz_nostr::event::Event;
+use buzz_nostr::filter::Filter;
+use buzz_nostr::keys::Keys;
 use futures_util::future::BoxFuture;
 use serde_json::{Map, Value};
 use std::sync::Arc;

@@ -1,8 +1,8 @@
 //! Core's part of a query answer, read from the store a page at a time.
 
 use crate::error::Reason;
-use crate::event::Event;
 use crate::store::{load_events, EventKey, Store};
+use buzz_nostr::event::Event;
 
 /// Most rows one page reads (each is one SQL parameter).
 const MAX_PAGE_ROWS: usize = 256;

@@ -87,7 +87,7 @@ pub fn create_channel(
     conn: &mut Conn<'_>,
     community_id: i64,
     id: &str,
-    event: &crate::event::Event,
+    event: &buzz_nostr::event::Event,
 ) -> Result<(), Reason> {
     let ttl = event.tag_value("ttl").and_then(|t| t.parse::<i64>().ok());
     let private = event
@@ -132,7 +132,7 @@ pub fn edit_channel(
     conn: &mut Conn<'_>,
     community_id: i64,
     id: &str,
-    event: &crate::event::Event,
+    event: &buzz_nostr::event::Event,
 ) -> Result<(), Reason> {
     let target = channels::table
         .filter(channels::community_id.eq(community_id))

@@ -4,8 +4,9 @@
 use super::conn::Conn;
 use super::schema::{communities, event_tags, events};
 use crate::error::Reason;
-use crate::event::{Event, StoredEvent};
+use crate::stored::StoredEvent;
 use crate::with_conn;
+use buzz_nostr::event::Event;
 use diesel::prelude::*;
 use diesel::result::{DatabaseErrorKind, Error as DieselError};
 
@@ -230,7 +231,7 @@ fn insert_once(
 /// PostgreSQL the grouped insert of a group commit (`group_insert.rs`: two statements
 /// however many events), on SQLite [`insert_event`] per event (statements are in-process
 /// calls there). What ingest does *besides* the insert (thread metadata, arrival
-/// columns) is the caller's. Only events [`crate::channels::independent`] accepts:
+/// columns) is the caller's. Only events [`buzz_nostr::kinds::independent`] accepts:
 /// anything else settles a replaceable slot or changes other rows, and must go through
 /// ingest.
 pub fn insert_independent(
@@ -239,7 +240,7 @@ pub fn insert_independent(
 ) -> Result<Vec<InsertOutcome>, Reason> {
     if let Some(other) = events
         .iter()
-        .find(|e| !crate::channels::independent(&e.event))
+        .find(|e| !buzz_nostr::kinds::independent(&e.event))
     {
         return Err(Reason::invalid(format!(
             "event {} (kind {}) is not independent: store it through ingest",

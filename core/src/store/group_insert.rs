@@ -13,7 +13,7 @@
 //! inserted is looked up and answered `Duplicate` or `Deleted`.
 
 use super::events::{known_id, InsertOutcome, MAX_INDEXED_TAG_VALUE};
-use crate::event::StoredEvent;
+use crate::stored::StoredEvent;
 use diesel::pg::Pg;
 use diesel::prelude::*;
 use diesel::query_builder::{AstPass, Query, QueryFragment, QueryId};

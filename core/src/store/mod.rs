@@ -293,7 +293,7 @@ impl Store {
     /// event that settles a replaceable slot is never grouped.
     pub async fn write_event<R, F>(
         &self,
-        event: Arc<crate::event::StoredEvent>,
+        event: Arc<crate::stored::StoredEvent>,
         independent: bool,
         then: F,
     ) -> Result<R, Reason>
@@ -313,7 +313,7 @@ impl Store {
     /// later.
     pub async fn queue_event<R, F>(
         &self,
-        event: Arc<crate::event::StoredEvent>,
+        event: Arc<crate::stored::StoredEvent>,
         independent: bool,
         then: F,
     ) -> Result<QueuedWrite<R>, Reason>

@@ -4,10 +4,10 @@
 //! (`channels/mod.rs`, `channel_state.rs`).
 
 use super::schema::{community_members, community_sanctions, event_tags, events};
-use crate::channels::kinds::MODERATE_REMOVE;
 use crate::error::Reason;
 use crate::store::Conn;
 use crate::with_conn;
+use buzz_nostr::kinds::MODERATE_REMOVE;
 use diesel::prelude::*;
 
 /// Most rows one listing returns: a management answer, not an export.

@@ -5,9 +5,9 @@ use super::conn::Conn;
 use super::schema::{event_tags, events};
 use super::StoreError;
 use crate::error::Reason;
-use crate::event::Event;
-use crate::filter::Filter;
 use crate::with_conn;
+use buzz_nostr::event::Event;
+use buzz_nostr::filter::Filter;
 use diesel::prelude::*;
 
 /// Which channel-scoped rows a reader may receive. Rows without a channel are
@@ -117,7 +117,7 @@ pub struct Scope {
 
 impl Scope {
     /// May a reader with this scope see `event` (a live event) at `now`?
-    pub fn allows(&self, event: &crate::event::StoredEvent, now: i64) -> bool {
+    pub fn allows(&self, event: &crate::stored::StoredEvent, now: i64) -> bool {
         if event.community_id != self.community_id {
             return false;
         }

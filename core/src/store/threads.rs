@@ -6,12 +6,12 @@
 //! Counts cover events that are not deleted: a deletion takes the event out of its
 //! ancestors' counts and recomputes their `last_reply_at`.
 
-use crate::channels::threads::{is_broadcast, marked, reply_parent, MAX_DEPTH};
 use crate::error::Reason;
-use crate::event::Event;
 use crate::store::schema::{events, thread_metadata};
 use crate::store::Conn;
 use crate::with_conn;
+use buzz_nostr::event::Event;
+use buzz_nostr::threads::{is_broadcast, marked, reply_parent, MAX_DEPTH};
 use diesel::prelude::*;
 
 /// One `thread_metadata` row.

@@ -26,8 +26,8 @@ use super::group_insert::insert_group;
 use super::pool::{OwnedConn, Pool};
 use super::StoreError;
 use crate::error::Reason;
-use crate::event::StoredEvent;
 use crate::metrics::WriterMetrics;
+use crate::stored::StoredEvent;
 use diesel::{Connection, PgConnection};
 use std::any::Any;
 use std::collections::HashSet;
@@ -464,9 +464,9 @@ fn group_len(jobs: &[Request]) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::keys::Keys;
+    use buzz_nostr::keys::Keys;
 
-    fn event_job(event: crate::event::Event, independent: bool) -> Request {
+    fn event_job(event: buzz_nostr::event::Event, independent: bool) -> Request {
         let (reply, _answer) = oneshot::channel();
         Request {
             work: Work::Event {

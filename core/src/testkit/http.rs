@@ -1,5 +1,5 @@
-use crate::auth::nip98::authorization_header;
-use crate::keys::Keys;
+use buzz_nostr::keys::Keys;
+use buzz_nostr::nip98::authorization_header;
 use serde_json::Value;
 use std::net::SocketAddr;
 

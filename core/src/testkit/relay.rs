@@ -143,7 +143,7 @@ impl TestRelay {
 
     /// Store `event` in the default community exactly as a relay that predates thread
     /// metadata would have: the event row only, no `thread_metadata` row.
-    pub async fn insert_legacy(&self, event: &crate::event::Event) {
+    pub async fn insert_legacy(&self, event: &buzz_nostr::event::Event) {
         let services = &self.running().services;
         let community = services
             .store

@@ -3,8 +3,8 @@
 
 use super::{pg_admin_url, redis_url, PgDatabase, TestBackend, TestRelay};
 use crate::config::Settings;
-use crate::keys::Keys;
 use crate::plugin::PluginEntry;
+use buzz_nostr::keys::Keys;
 
 pub struct SharedStorage {
     pub db: PgDatabase,

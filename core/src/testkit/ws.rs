@@ -1,5 +1,5 @@
-use crate::event::Event;
-use crate::keys::Keys;
+use buzz_nostr::event::Event;
+use buzz_nostr::keys::Keys;
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use std::net::SocketAddr;

@@ -9,10 +9,10 @@
 //! ```
 
 use anyhow::Context;
-use buzz_core::keys::Keys;
 use buzz_core::relay::{RelayBuilder, RunningRelay};
 use buzz_core::store::channel_state::{insert_rows, ChannelRow};
 use buzz_core::testkit::{now, tag, BenchStorage, WsClient};
+use buzz_nostr::keys::Keys;
 use clap::Parser;
 use serde_json::json;
 use std::time::{Duration, Instant};

@@ -20,9 +20,9 @@ mod measure;
 mod seed;
 
 use anyhow::{bail, Context};
-use buzz_core::keys::Keys;
 use buzz_core::relay::RelayBuilder;
 use buzz_core::testkit::{now, BenchStorage, HttpClient, WsClient};
+use buzz_nostr::keys::Keys;
 use clap::Parser;
 use measure::{latency, Latency};
 use serde_json::json;
@@ -206,7 +206,7 @@ async fn main() -> anyhow::Result<()> {
     }
     let d = first.tag_value("d").unwrap_or_default().to_owned();
     let home = channels[0].clone();
-    let next = |keys: &Keys, current: &buzz_core::event::Event, n: usize| {
+    let next = |keys: &Keys, current: &buzz_nostr::event::Event, n: usize| {
         keys.sign(
             45_010,
             vec![

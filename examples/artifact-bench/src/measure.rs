@@ -2,10 +2,10 @@
 //! `POST /events`.
 
 use anyhow::bail;
-use buzz_core::event::Event;
-use buzz_core::keys::Keys;
 use buzz_core::testkit::percentile;
 use buzz_core::testkit::HttpClient;
+use buzz_nostr::event::Event;
+use buzz_nostr::keys::Keys;
 use futures_util::future::join_all;
 use serde_json::Value;
 use std::time::{Duration, Instant};

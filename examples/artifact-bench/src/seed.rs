@@ -2,9 +2,9 @@
 //! every head, revision row and current tag is what production writes.
 
 use anyhow::bail;
-use buzz_core::event::Event;
-use buzz_core::keys::Keys;
 use buzz_core::testkit::{now, WsClient};
+use buzz_nostr::event::Event;
+use buzz_nostr::keys::Keys;
 use serde_json::json;
 
 /// Events in flight per batch on one connection.

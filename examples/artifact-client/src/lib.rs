@@ -5,9 +5,9 @@
 //! current revision and reconciles instead of blindly resubmitting.
 
 use anyhow::{bail, Context};
-use buzz_core::auth::nip98::authorization_header;
-use buzz_core::event::Event;
-use buzz_core::keys::Keys;
+use buzz_nostr::event::Event;
+use buzz_nostr::keys::Keys;
+use buzz_nostr::nip98::authorization_header;
 use serde_json::{json, Value};
 
 /// The envelope tags a client never copies as client data.
@@ -275,7 +275,7 @@ impl ArtifactClient {
                 );
             }
             for (event, entry) in events.iter().zip(chunk) {
-                buzz_core::event::verify_signature(event)
+                buzz_nostr::event::verify_signature(event)
                     .map_err(|e| anyhow::anyhow!("body {}: {e}", event.id))?;
                 let matches = Some(event.id.as_str()) == entry["revisionId"].as_str()
                     && event.tag_value("d") == entry["artifactId"].as_str()

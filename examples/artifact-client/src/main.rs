@@ -9,8 +9,8 @@
 
 use anyhow::{bail, Context};
 use buzz_artifact_client::{ArtifactClient, Outcome};
-use buzz_core::event::Event;
-use buzz_core::keys::Keys;
+use buzz_nostr::event::Event;
+use buzz_nostr::keys::Keys;
 use clap::Parser;
 use serde_json::json;
 

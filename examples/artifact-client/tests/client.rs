@@ -1,9 +1,9 @@
 //! The example client against a real relay: the whole walk, and what it lists.
 
 use buzz_artifact_client::{ArtifactClient, Outcome};
-use buzz_core::keys::Keys;
 use buzz_core::plugin::PluginEntry;
 use buzz_core::testkit::{TestBackend, TestRelay};
+use buzz_nostr::keys::Keys;
 use serde_json::json;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,12 +5,13 @@ use crate::{Config, COUNTS_KEY, MILESTONE_TAG, NAME, STATS_D_TAG, STATS_KEY, STA
 use buzz_core::clock::Clock;
 use buzz_core::ctx::ConnCtx;
 use buzz_core::error::Reason;
-use buzz_core::event::{Event, StoredEvent};
-use buzz_core::filter::Filter;
-use buzz_core::keys::Keys;
 use buzz_core::live::LiveBus;
 use buzz_core::plugin::{Plugin, QueryAnswer, Route, Services, Tx};
 use buzz_core::store::Store;
+use buzz_core::stored::StoredEvent;
+use buzz_nostr::event::Event;
+use buzz_nostr::filter::Filter;
+use buzz_nostr::keys::Keys;
 use futures_util::future::BoxFuture;
 use serde_json::{json, Map, Value};
 use std::sync::Arc;

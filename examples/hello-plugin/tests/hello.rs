@@ -3,14 +3,14 @@
 //! task; disabled it leaves no trace but its table and its reserved kind.
 
 use buzz_core::config::{CommunitySettings, PluginSection, Settings};
-use buzz_core::event::{verify_signature, EventLimits};
-use buzz_core::keys::Keys;
 use buzz_core::plugin::{PluginCatalog, PluginEntry};
 use buzz_core::store::Store;
 use buzz_core::testkit::{now, tag, TestBackend, TestRelay, WsClient};
 use buzz_example_hello::{
     HelloPlugin, MILESTONE_TAG, NAME, RESET_PATH, STATS_D_TAG, STATS_KIND, STATS_PATH,
 };
+use buzz_nostr::event::{verify_signature, EventLimits};
+use buzz_nostr::keys::Keys;
 use serde_json::{json, Map, Value};
 
 const OTHER_HOST: &str = "other.example";
@@ -174,7 +174,8 @@ async fn stored_events_push_live_stats_to_subscribers() {
         .await
         .expect("live stats event");
     assert_eq!(live[1], "stats");
-    let stats: buzz_core::event::Event = serde_json::from_value(live[2].clone()).expect("an event");
+    let stats: buzz_nostr::event::Event =
+        serde_json::from_value(live[2].clone()).expect("an event");
     assert_eq!(stats.kind, STATS_KIND);
     assert_eq!(stats.pubkey, relay.running().pubkey());
     verify_signature(&stats).expect("relay signature verifies");
@@ -250,7 +251,7 @@ async fn counts_commit_with_their_event_and_milestones_are_relay_events() {
         .recv_where(|v| v[0] == "EVENT" && v[1] == "notes")
         .await
         .expect("live milestone note");
-    let note: buzz_core::event::Event = serde_json::from_value(live[2].clone()).expect("event");
+    let note: buzz_nostr::event::Event = serde_json::from_value(live[2].clone()).expect("event");
     assert_eq!(note.pubkey, relay.running().pubkey());
     assert_eq!(note.content, "2 events of kind 1");
     verify_signature(&note).expect("relay signature verifies");

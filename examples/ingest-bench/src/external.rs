@@ -7,8 +7,8 @@
 
 use super::{presign, publish, Args};
 use anyhow::{bail, Context};
-use buzz_core::keys::Keys;
 use buzz_core::testkit::BenchStorage;
+use buzz_nostr::keys::Keys;
 use std::net::{SocketAddr, TcpListener};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -178,7 +178,7 @@ pub(super) fn verify_cpu_micros(n: usize) -> f64 {
         .collect();
     let before = thread_ticks();
     for event in &events {
-        if buzz_core::event::verify_signature(std::hint::black_box(event)).is_err() {
+        if buzz_nostr::event::verify_signature(std::hint::black_box(event)).is_err() {
             return f64::NAN;
         }
     }

@@ -12,8 +12,8 @@
 //! cargo run --release -p buzz-ingest-bench --bin fanout-bench -- --subscribers 0   # baseline
 //! ```
 
-use buzz_core::keys::Keys;
 use buzz_core::testkit::{now, TestBackend, TestRelay};
+use buzz_nostr::keys::Keys;
 use clap::Parser;
 use serde_json::json;
 use std::time::{Duration, Instant};

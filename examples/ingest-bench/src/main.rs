@@ -2,7 +2,7 @@
 //!
 //! Two figures, one run:
 //! 1. **Bare verify**: BIP-340 verifications per second on one thread, over pre-signed
-//!    events ([`buzz_core::event::verify_signature`], exactly what ingest calls).
+//!    events ([`buzz_nostr::event::verify_signature`], exactly what ingest calls).
 //! 2. **Ingest**: a real relay with its default settings (SQLite in a temp dir by
 //!    default, `synchronous = FULL`, the default Lua policies) on 127.0.0.1:0, fed
 //!    pre-signed kind-1 events by N concurrent WebSocket publishers. Each publisher
@@ -35,10 +35,10 @@
 mod external;
 
 use anyhow::{bail, Context};
-use buzz_core::event::{verify_signature, EventLimits};
-use buzz_core::keys::Keys;
 use buzz_core::relay::RelayBuilder;
 use buzz_core::testkit::{now, BenchStorage};
+use buzz_nostr::event::{verify_signature, EventLimits};
+use buzz_nostr::keys::Keys;
 use clap::Parser;
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
@@ -462,7 +462,7 @@ mod setup {
     /// Send `event` and require `OK true`.
     async fn publish(
         ws: &mut Ws,
-        event: &buzz_core::event::Event,
+        event: &buzz_nostr::event::Event,
         what: &str,
     ) -> anyhow::Result<()> {
         ws.send(Message::text(json!(["EVENT", event]).to_string()))

@@ -6,9 +6,9 @@
 //!   relay's JSON parses and verifies in `nostr` unchanged.
 //! - NIP-42: a `nostr`-built kind-22242 event authenticates the connection.
 
-use buzz_core::event::{Event as BuzzEvent, EventLimits};
-use buzz_core::keys::Keys as BuzzKeys;
 use buzz_core::testkit::{now, tag, TestBackend, TestRelay, WsClient};
+use buzz_nostr::event::{Event as BuzzEvent, EventLimits};
+use buzz_nostr::keys::Keys as BuzzKeys;
 use nostr::nips::nip42::ClientAuthentication;
 use nostr::prelude::{
     Event as NostrEvent, EventBuilder, FinalizeEvent, Keys as NostrKeys, Kind, RelayUrl, Tag,

@@ -20,9 +20,9 @@ mod seed;
 
 use anyhow::{bail, Context};
 use buzz_core::config::PluginSection;
-use buzz_core::keys::Keys;
 use buzz_core::relay::RelayBuilder;
 use buzz_core::testkit::{now, BenchStorage, WsClient};
+use buzz_nostr::keys::Keys;
 use buzz_read_state::{ReadStatePlugin, NAME};
 use buzz_read_state_client::{self as client, Client};
 use clap::Parser;
@@ -106,8 +106,8 @@ async fn main() -> anyhow::Result<()> {
 /// Publish and require acceptance.
 async fn publish(
     ws: &mut WsClient,
-    event: buzz_core::event::Event,
-) -> anyhow::Result<buzz_core::event::Event> {
+    event: buzz_nostr::event::Event,
+) -> anyhow::Result<buzz_nostr::event::Event> {
     let (ok, msg) = ws.publish(&event).await;
     if !ok {
         bail!("event {} refused: {msg}", event.id);

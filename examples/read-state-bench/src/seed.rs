@@ -4,11 +4,11 @@
 //! stamps it). Going through the WebSocket would measure ingest, not the sidebar.
 
 use anyhow::Context;
-use buzz_core::event::Event;
-use buzz_core::keys::Keys;
 use buzz_core::store::channel_state::note_timeline_arrival;
 use buzz_core::store::threads::{insert_rows, ThreadRow};
 use buzz_core::store::{insert_event, Store};
+use buzz_nostr::event::Event;
+use buzz_nostr::keys::Keys;
 use futures_util::stream::{self, StreamExt, TryStreamExt};
 
 /// Messages per writer job (small jobs keep SQLite's savepoint journal cheap; the writer

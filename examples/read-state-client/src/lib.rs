@@ -3,8 +3,8 @@
 //! of the exact body; each call signs afresh (a retry must never reuse an authorization:
 //! the relay refuses replays).
 
-use buzz_core::auth::nip98::authorization_header;
-use buzz_core::keys::Keys;
+use buzz_nostr::keys::Keys;
+use buzz_nostr::nip98::authorization_header;
 use serde_json::{json, Value};
 use std::time::{SystemTime, UNIX_EPOCH};
 

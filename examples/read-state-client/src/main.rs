@@ -8,7 +8,7 @@
 //! ```
 
 use anyhow::Context;
-use buzz_core::keys::Keys;
+use buzz_nostr::keys::Keys;
 use buzz_read_state_client as rs;
 use clap::{Parser, Subcommand};
 

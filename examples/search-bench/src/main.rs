@@ -12,13 +12,14 @@
 
 use anyhow::Context;
 use buzz_core::config::PluginSection;
-use buzz_core::event::{Event, StoredEvent};
-use buzz_core::keys::Keys;
 use buzz_core::plugin::{PluginCatalog, PluginEntry};
 use buzz_core::relay::{RelayBuilder, RunningRelay};
 use buzz_core::store::insert_independent;
+use buzz_core::stored::StoredEvent;
 use buzz_core::testkit::{percentile, BenchStorage};
 use buzz_core::testkit::{tag, WsClient};
+use buzz_nostr::event::Event;
+use buzz_nostr::keys::Keys;
 use buzz_search::SearchPlugin;
 use clap::Parser;
 use serde_json::json;

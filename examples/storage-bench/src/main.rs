@@ -7,7 +7,7 @@
 //! target/release/buzz-relay import history.jsonl
 //! ```
 
-use buzz_core::keys::Keys;
+use buzz_nostr::keys::Keys;
 use clap::Parser;
 use std::io::Write;
 

@@ -24,12 +24,13 @@
 //! ```
 
 use anyhow::Context;
-use buzz_core::event::{Event, StoredEvent};
-use buzz_core::keys::Keys;
 use buzz_core::plugin::{PluginCatalog, PluginEntry};
 use buzz_core::relay::{RelayBuilder, RunningRelay};
 use buzz_core::store::{insert_independent, Backend};
+use buzz_core::stored::StoredEvent;
 use buzz_core::testkit::BenchStorage;
+use buzz_nostr::event::Event;
+use buzz_nostr::keys::Keys;
 use clap::Parser;
 use futures_util::{SinkExt, StreamExt};
 use negentropy::{Id, Negentropy, NegentropyStorageVector};

@@ -35,9 +35,9 @@ mod seed;
 mod seed_check;
 
 use anyhow::{bail, Context};
-use buzz_core::keys::Keys;
 use buzz_core::relay::RelayBuilder;
 use buzz_core::testkit::{now, BenchStorage, HttpClient, WsClient};
+use buzz_nostr::keys::Keys;
 use clap::Parser;
 use measure::{latency, plain_bytes_for, query, Latency};
 use seed::Seeder;

@@ -2,10 +2,10 @@
 //! verification, the query, JSON) and the bytes of its answer.
 
 use anyhow::{bail, Context};
-use buzz_core::event::Event;
-use buzz_core::keys::Keys;
 use buzz_core::testkit::percentile;
 use buzz_core::testkit::HttpClient;
+use buzz_nostr::event::Event;
+use buzz_nostr::keys::Keys;
 use serde_json::Value;
 use std::time::{Duration, Instant};
 

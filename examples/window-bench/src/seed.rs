@@ -10,11 +10,12 @@
 
 use anyhow::Context;
 use buzz_core::error::Reason;
-use buzz_core::event::{Event, StoredEvent};
-use buzz_core::keys::Keys;
 use buzz_core::store::channel_state::note_timeline_arrival;
 use buzz_core::store::threads::{insert_loaded, LoadedRow, ThreadRow};
 use buzz_core::store::{insert_independent, Backend, InsertOutcome, Store};
+use buzz_core::stored::StoredEvent;
+use buzz_nostr::event::Event;
+use buzz_nostr::keys::Keys;
 
 /// Events per writer job on SQLite. A failing batch is replayed with a savepoint per job,
 /// and with SQLite's in-memory sub-journal every statement costs time proportional to

@@ -3,9 +3,9 @@
 //! thread metadata), and their arrival columns point at the same events.
 
 use crate::seed::Seeder;
-use buzz_core::event::Event;
-use buzz_core::keys::Keys;
 use buzz_core::testkit::{channel_rows, now, ChannelRows, TestBackend, TestRelay};
+use buzz_nostr::event::Event;
+use buzz_nostr::keys::Keys;
 use std::collections::HashMap;
 
 buzz_core::both_backends!(bulk_seed_matches_ingest);

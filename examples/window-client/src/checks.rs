@@ -6,7 +6,7 @@
 //! and signer are checked against the NIP-11 `self` key.
 
 use anyhow::{anyhow, bail, ensure, Context};
-use buzz_core::event::{verify_signature, Event};
+use buzz_nostr::event::{verify_signature, Event};
 use serde_json::Value;
 
 pub const SUMMARY_KIND: u32 = 39_005;
@@ -206,7 +206,7 @@ pub fn newest_first_after(rows: &[Event], cursor: Option<&Cursor>) -> anyhow::Re
 #[cfg(test)]
 mod tests {
     use super::*;
-    use buzz_core::keys::Keys;
+    use buzz_nostr::keys::Keys;
     use serde_json::json;
 
     const CH: &str = "c0ffee00-0000-4000-8000-000000000000";

@@ -8,8 +8,8 @@
 //! ```
 
 use anyhow::Context;
-use buzz_core::event::Event;
-use buzz_core::keys::Keys;
+use buzz_nostr::event::Event;
+use buzz_nostr::keys::Keys;
 use buzz_window_client::{Transport, WindowClient};
 use clap::Parser;
 

@@ -8,8 +8,8 @@ use crate::binding::ThreadRequest;
 use crate::checks::{self, Bounds, Cursor, AUX_KINDS, SUMMARY_KIND};
 use crate::transport::{nip11, Transport, Wire};
 use anyhow::{anyhow, bail, ensure, Context};
-use buzz_core::event::Event;
-use buzz_core::keys::Keys;
+use buzz_nostr::event::Event;
+use buzz_nostr::keys::Keys;
 use serde_json::{json, Value};
 
 /// Conversation kinds a thread page asks for (sorted, as the binding needs them).
@@ -115,7 +115,7 @@ impl WindowClient {
             .to_owned();
         Ok(WindowClient {
             wire: Wire::open(base, &keys, transport).await?,
-            authority: buzz_core::community::authority(host, scheme),
+            authority: buzz_nostr::host::authority(host, scheme),
             keys,
             relay,
         })

@@ -3,9 +3,9 @@
 //! NIP-42 `AUTH`. Nothing here knows about windows.
 
 use anyhow::{anyhow, bail, Context};
-use buzz_core::auth::nip98::authorization_header;
-use buzz_core::event::Event;
-use buzz_core::keys::Keys;
+use buzz_nostr::event::Event;
+use buzz_nostr::keys::Keys;
+use buzz_nostr::nip98::authorization_header;
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

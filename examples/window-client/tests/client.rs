@@ -1,9 +1,9 @@
 //! The example client against a real relay with `channel_windows`: it pages a whole
 //! channel and a whole thread over both transports, and every page passes its checks.
 
-use buzz_core::event::Event;
-use buzz_core::keys::Keys;
 use buzz_core::testkit::{now, tag, TestBackend, TestRelay, WsClient};
+use buzz_nostr::event::Event;
+use buzz_nostr::keys::Keys;
 use buzz_window_client::{Transport, WindowClient};
 
 async fn publish(ws: &mut WsClient, event: &Event) {

@@ -16,9 +16,9 @@ use crate::query::{self, ArtifactQuery, Budget};
 use crate::Artifacts;
 use buzz_core::ctx::ConnCtx;
 use buzz_core::error::Reason;
-use buzz_core::event::Event;
-use buzz_core::filter::Filter;
 use buzz_core::store::{ChannelScope, Conn};
+use buzz_nostr::event::Event;
+use buzz_nostr::filter::Filter;
 use std::io;
 
 /// Most charged bytes of bodies read by one statement: the rows a statement returns are

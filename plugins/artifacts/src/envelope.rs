@@ -3,7 +3,7 @@
 
 use crate::limits::Limits;
 use buzz_core::error::Reason;
-use buzz_core::event::Event;
+use buzz_nostr::event::Event;
 use std::collections::HashMap;
 
 /// Most tags a revision may carry (the spec's bound, independent of the relay's own).

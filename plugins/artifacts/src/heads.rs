@@ -10,9 +10,9 @@
 
 use crate::envelope::{Envelope, Op};
 use buzz_core::error::Reason;
-use buzz_core::event::Event;
 use buzz_core::store::Conn;
 use buzz_core::with_conn;
+use buzz_nostr::event::Event;
 use diesel::prelude::*;
 
 diesel::table! {

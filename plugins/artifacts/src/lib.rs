@@ -12,7 +12,7 @@
 //! | `extend_nip11` | `"artifacts"`: the enforced limits (`limits.rs`) |
 //!
 //! Kind 45011 (the removal marker) is reserved: only the relay authors it. Revisions are
-//! not conversation messages (`buzz_core::channels::kinds::is_conversation` is false for
+//! not conversation messages (`buzz_nostr::kinds::is_conversation` is false for
 //! 45010/45011): they get no thread metadata and change no counts.
 //!
 //! # Public API: artifact state, for other crates

@@ -10,12 +10,12 @@
 use crate::envelope::{Envelope, Op};
 use crate::heads::{self, IDENTITY_TAKEN, NOT_CURRENT};
 use crate::Artifacts;
-use buzz_core::channels::kinds::is_conversation;
 use buzz_core::ctx::ConnCtx;
 use buzz_core::error::Reason;
-use buzz_core::event::Event;
 use buzz_core::store::schema::events;
 use buzz_core::with_conn;
+use buzz_nostr::event::Event;
+use buzz_nostr::kinds::is_conversation;
 use diesel::prelude::*;
 
 impl Artifacts {

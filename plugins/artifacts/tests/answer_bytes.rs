@@ -9,8 +9,8 @@ use buzz_core::both_backends;
 mod common;
 
 use buzz_core::config::Settings;
-use buzz_core::event::Event;
 use buzz_core::testkit::{TestBackend, TestRelay};
+use buzz_nostr::event::Event;
 use common::*;
 use futures_util::future::join_all;
 use serde_json::{json, Value};

@@ -16,7 +16,7 @@ both_backends!(
     write_permission_is_the_kind9_decision
 );
 
-fn d_of(e: &buzz_core::event::Event) -> String {
+fn d_of(e: &buzz_nostr::event::Event) -> String {
     e.tag_value("d").unwrap_or_default().to_owned()
 }
 

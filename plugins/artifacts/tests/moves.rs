@@ -5,8 +5,8 @@
 use buzz_core::both_backends;
 mod common;
 
-use buzz_core::event::{verify_signature, Event};
 use buzz_core::testkit::{now, tag, TestBackend};
+use buzz_nostr::event::{verify_signature, Event};
 use common::*;
 use serde_json::json;
 

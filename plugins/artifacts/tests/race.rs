@@ -6,9 +6,9 @@ use buzz_core::both_backends;
 mod common;
 
 use buzz_core::config::Settings;
-use buzz_core::event::Event;
-use buzz_core::keys::Keys;
 use buzz_core::testkit::{HttpClient, TestBackend, TestRelay};
+use buzz_nostr::event::Event;
+use buzz_nostr::keys::Keys;
 use common::*;
 use futures_util::future::join_all;
 use serde_json::json;

@@ -7,8 +7,8 @@
 use buzz_core::both_backends;
 mod common;
 
-use buzz_core::event::Event;
 use buzz_core::testkit::{TestBackend, TestRelay};
+use buzz_nostr::event::Event;
 use common::*;
 
 both_backends!(unreadable_prev_answers_like_a_missing_one);

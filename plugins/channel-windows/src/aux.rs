@@ -16,10 +16,10 @@
 use crate::budget::Meter;
 use crate::readers::Readable;
 use crate::rows;
-use buzz_core::channels::kinds::{AUTHOR_DELETE, MODERATE_REMOVE};
 use buzz_core::error::Reason;
-use buzz_core::event::Event;
 use buzz_core::store::{row_to_event, EventRow};
+use buzz_nostr::event::Event;
+use buzz_nostr::kinds::{AUTHOR_DELETE, MODERATE_REMOVE};
 use std::collections::HashSet;
 
 /// Hop-1 kinds: reaction, author deletion, moderator removal, edit.

@@ -14,10 +14,10 @@ use crate::rows;
 use crate::summary::{self, ThreadSummary};
 use buzz_core::ctx::ConnCtx;
 use buzz_core::error::Reason;
-use buzz_core::event::Event;
 use buzz_core::plugin::Services;
 use buzz_core::store::threads::ThreadRow;
 use buzz_core::store::Conn;
+use buzz_nostr::event::Event;
 use std::collections::HashMap;
 
 /// What one read produced for a channel window.

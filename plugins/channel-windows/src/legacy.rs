@@ -12,8 +12,8 @@ use crate::request::LegacyRequest;
 use crate::rows::{self, ReplyScan};
 use buzz_core::ctx::ConnCtx;
 use buzz_core::error::Reason;
-use buzz_core::event::Event;
 use buzz_core::plugin::Services;
+use buzz_nostr::event::Event;
 
 pub(crate) async fn serve(
     services: &Services,

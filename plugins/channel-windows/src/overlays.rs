@@ -6,8 +6,8 @@
 use crate::cursor::{next_cursor_json, Cursor};
 use crate::summary::ThreadSummary;
 use crate::{CHANNEL_BOUNDS_KIND, SUMMARY_KIND, THREAD_BOUNDS_KIND};
-use buzz_core::event::Event;
-use buzz_core::keys::Keys;
+use buzz_nostr::event::Event;
+use buzz_nostr::keys::Keys;
 use serde_json::json;
 
 /// Signs overlays at one instant.

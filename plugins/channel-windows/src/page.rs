@@ -1,8 +1,8 @@
 //! The `limit + 1` probe and the scan-position cursor (NIP-CW processing steps 2–3).
 
 use crate::cursor::Cursor;
-use buzz_core::event::Event;
 use buzz_core::store::{row_to_event, EventRow};
+use buzz_nostr::event::Event;
 
 /// One page of rows, cut from a `limit + 1` probe.
 #[derive(Debug)]

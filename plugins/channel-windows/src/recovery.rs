@@ -17,8 +17,8 @@ use crate::rows;
 use crate::summary::{self, ThreadSummary};
 use buzz_core::ctx::ConnCtx;
 use buzz_core::error::Reason;
-use buzz_core::event::Event;
 use buzz_core::plugin::Services;
+use buzz_nostr::event::Event;
 use std::collections::HashSet;
 
 pub(crate) async fn serve(

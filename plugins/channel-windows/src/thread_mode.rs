@@ -16,12 +16,12 @@ use crate::plugin::AccessRefreshHook;
 use crate::readers::{same_access, Readable};
 use crate::request::ThreadRequest;
 use crate::rows::{self, ReplyScan};
-use buzz_core::channels::kinds::CONVERSATION;
 use buzz_core::ctx::ConnCtx;
 use buzz_core::error::Reason;
-use buzz_core::event::Event;
 use buzz_core::plugin::Services;
 use buzz_core::store::{Conn, Scope};
+use buzz_nostr::event::Event;
+use buzz_nostr::kinds::CONVERSATION;
 use std::future::Future;
 use std::sync::Arc;
 

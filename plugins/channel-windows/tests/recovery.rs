@@ -4,8 +4,8 @@
 use buzz_core::both_backends;
 mod common;
 
-use buzz_core::event::Event;
 use buzz_core::testkit::{now, TestBackend, TestRelay};
+use buzz_nostr::event::Event;
 use common::*;
 use serde_json::{json, Value};
 

@@ -9,9 +9,9 @@ use buzz_channel_windows::{
     AccessRefreshHook, ChannelWindows, ChannelWindowsPlugin, ThreadBudgets,
 };
 use buzz_core::ctx::ConnCtx;
-use buzz_core::event::Event;
 use buzz_core::plugin::{Plugin, PluginEntry, PluginManifest, Services};
 use buzz_core::testkit::{now, TestBackend, TestRelay};
+use buzz_nostr::event::Event;
 use common::*;
 use serde_json::{json, Value};
 use std::sync::Arc;

@@ -25,14 +25,13 @@ use crate::scope::{self, Skew};
 use crate::sql::{first, Val, I64};
 use crate::tips::{self, Tip};
 use crate::{mentions, plans};
-use buzz_core::channels::kinds::{
-    is_conversation, ADD_MEMBER, AUTHOR_DELETE, JOIN, MODERATE_REMOVE,
-};
 use buzz_core::channels::validate::{member_of, target_id};
 use buzz_core::error::Reason;
-use buzz_core::event::{Event, StoredEvent};
 use buzz_core::plugin::Tx;
 use buzz_core::store::{channel_state, Conn};
+use buzz_core::stored::StoredEvent;
+use buzz_nostr::event::Event;
+use buzz_nostr::kinds::{is_conversation, ADD_MEMBER, AUTHOR_DELETE, JOIN, MODERATE_REMOVE};
 use std::collections::BTreeSet;
 
 const MICROS: i64 = 1_000_000;

@@ -84,7 +84,7 @@ pub const MAX_BODY_BYTES: usize = 64 * 1024;
 /// Longest request target (path and query), bytes.
 pub const MAX_URL_BYTES: usize = 16 * 1024;
 /// Kinds that count as messages (the relay's conversation kinds).
-pub const ELIGIBLE_KINDS: [u32; 4] = buzz_core::channels::kinds::CONVERSATION;
+pub const ELIGIBLE_KINDS: [u32; 4] = buzz_nostr::kinds::CONVERSATION;
 
 static SQLITE: EmbeddedMigrations = embed_migrations!("migrations/sqlite");
 static POSTGRES: EmbeddedMigrations = embed_migrations!("migrations/postgres");

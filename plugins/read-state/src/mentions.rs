@@ -12,8 +12,8 @@
 use crate::ingest::is_hex64;
 use crate::sql::{load, Val};
 use buzz_core::error::Reason;
-use buzz_core::event::Event;
 use buzz_core::store::Conn;
+use buzz_nostr::event::Event;
 use diesel::sql_types::Text;
 use diesel::QueryableByName;
 use std::collections::HashSet;

@@ -10,12 +10,12 @@ use crate::{
 };
 use buzz_core::ctx::ConnCtx;
 use buzz_core::error::Reason;
-use buzz_core::event::StoredEvent;
 use buzz_core::plugin::{
     Plugin, PluginRequest, PluginResponse, Route, RouteAuth, RouteHandler, RouteMethod, Services,
     Tx,
 };
 use buzz_core::store::{channel_state, Conn};
+use buzz_core::stored::StoredEvent;
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
 

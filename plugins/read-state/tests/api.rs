@@ -15,7 +15,7 @@ async fn nip11(relay: &TestRelay) -> Value {
     let answer = client::Client::new(
         &format!("http://{}", relay.addr),
         &relay.host(),
-        buzz_core::keys::Keys::generate(),
+        buzz_nostr::keys::Keys::generate(),
     )
     .get_with("/info", None)
     .await
@@ -192,7 +192,7 @@ async fn nip98_on_every_request(backend: TestBackend, name: &str) {
 }
 
 async fn bans_block_timeouts_do_not(backend: TestBackend, name: &str) {
-    let owner_keys = buzz_core::keys::Keys::generate();
+    let owner_keys = buzz_nostr::keys::Keys::generate();
     let owner_pk = owner_keys.pubkey().to_owned();
     let Some(relay) = relay_with(backend, name, json!({}), move |s| {
         s.communities[0].owners = vec![owner_pk];
@@ -244,7 +244,7 @@ async fn closed_community_needs_membership(backend: TestBackend, name: &str) {
     let stranger = client::Client::new(
         &format!("http://{}", relay.addr),
         &relay.host(),
-        buzz_core::keys::Keys::generate(),
+        buzz_nostr::keys::Keys::generate(),
     );
     let answer = stranger.sidebar(20, None).await.expect("stranger");
     assert_api_error(&answer, 403, "forbidden");

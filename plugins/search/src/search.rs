@@ -13,9 +13,9 @@ use crate::query::Search;
 use crate::sql::{Count, Param, Sql};
 use crate::text::document;
 use buzz_core::error::Reason;
-use buzz_core::event::Event;
-use buzz_core::filter::Filter;
 use buzz_core::store::{ChannelScope, Conn, Scope};
+use buzz_nostr::event::Event;
+use buzz_nostr::filter::Filter;
 use diesel::sql_types::{BigInt, Integer, Text};
 use diesel::QueryableByName;
 

@@ -8,7 +8,7 @@
 //! not indexed (hashes, pasted blobs); a document keeps its first [`MAX_DOC_TOKENS`]
 //! tokens (PostgreSQL's last tsvector position).
 
-use buzz_core::event::Event;
+use buzz_nostr::event::Event;
 use unicode_normalization::char::is_combining_mark;
 use unicode_normalization::UnicodeNormalization;
 

@@ -15,11 +15,11 @@
 //! ```
 
 use anyhow::{bail, Context};
-use buzz_core::event::Event;
-use buzz_core::keys::Keys;
 use buzz_core::plugin::PluginEntry;
 use buzz_core::relay::RelayBuilder;
 use buzz_core::testkit::{now, percentile, BenchStorage, HttpClient, WsClient};
+use buzz_nostr::event::Event;
+use buzz_nostr::keys::Keys;
 use clap::Parser;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};

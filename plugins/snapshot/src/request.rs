@@ -6,7 +6,7 @@ use crate::error;
 use crate::limits::Limits;
 use buzz_artifacts::{ArtifactQuery, CurrentQuery, QUERY_KEY};
 use buzz_core::error::Reason;
-use buzz_core::filter::Filter;
+use buzz_nostr::filter::Filter;
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashSet};
 
@@ -195,7 +195,7 @@ fn capture_query(
             "a capture query is a current-state query: {\"artifact\":\"current\", …}",
         ));
     }
-    let filter = Filter::parse(value).map_err(error::contract)?;
+    let filter = Filter::parse(value).map_err(|refusal| error::contract(refusal.into()))?;
     let current = match ArtifactQuery::parse(&filter, artifact_limits).map_err(error::contract)? {
         ArtifactQuery::Current(q) => q,
         ArtifactQuery::History(_) => {

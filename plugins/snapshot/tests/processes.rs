@@ -5,9 +5,9 @@
 mod common;
 
 use buzz_artifacts::ArtifactsPlugin;
-use buzz_core::keys::Keys;
 use buzz_core::plugin::PluginEntry;
 use buzz_core::testkit::{OwnRedis, SharedStorage, TestRelay};
+use buzz_nostr::keys::Keys;
 use buzz_snapshot::{Captures, SnapshotPlugin};
 use common::*;
 

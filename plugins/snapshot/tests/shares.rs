@@ -6,8 +6,8 @@
 use buzz_core::both_backends;
 mod common;
 
-use buzz_core::keys::Keys;
 use buzz_core::testkit::{TestBackend, TestRelay};
+use buzz_nostr::keys::Keys;
 use buzz_snapshot::Captures;
 use common::*;
 use serde_json::{json, Value};

@@ -10,7 +10,7 @@
 //! under its id, and closes that session (NIP-77: a session is closed after `NEG-ERR`).
 
 use buzz_core::error::Reason;
-use buzz_core::filter::Filter;
+use buzz_nostr::filter::Filter;
 use serde_json::Value;
 
 pub(crate) const OPEN: &str = "NEG-OPEN";
@@ -73,7 +73,7 @@ pub(crate) fn parse(message: &[Value]) -> Result<Request, Refusal> {
     match verb {
         OPEN => {
             let filter = Filter::parse(&message[2])
-                .map_err(|reason| Refusal::Addressed(sub.clone(), reason))?;
+                .map_err(|refusal| Refusal::Addressed(sub.clone(), refusal.into()))?;
             let message = hex_message(&message[3]).map_err(refused)?;
             Ok(Request::Open {
                 sub,

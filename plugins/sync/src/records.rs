@@ -13,10 +13,10 @@
 
 use buzz_core::ctx::ConnCtx;
 use buzz_core::error::Reason;
-use buzz_core::filter::Filter;
 use buzz_core::plugin::Services;
 use buzz_core::query::QueryService;
 use buzz_core::store::query_stamps;
+use buzz_nostr::filter::Filter;
 use negentropy::{Id, NegentropyStorageVector};
 
 /// A sealed record set, ready for a negentropy engine.

@@ -6,8 +6,8 @@
 mod common;
 
 use buzz_core::both_backends;
-use buzz_core::keys::Keys;
 use buzz_core::testkit::TestBackend;
+use buzz_nostr::keys::Keys;
 use common::*;
 use serde_json::json;
 use std::collections::HashSet;
@@ -17,7 +17,7 @@ both_backends!(
     channel_data_before_auth_is_auth_required,
 );
 
-fn ids(events: &[buzz_core::event::Event]) -> HashSet<String> {
+fn ids(events: &[buzz_nostr::event::Event]) -> HashSet<String> {
     events.iter().map(|e| e.id.clone()).collect()
 }
 

@@ -5,8 +5,8 @@
 mod common;
 
 use buzz_core::both_backends;
-use buzz_core::keys::Keys;
 use buzz_core::testkit::TestBackend;
+use buzz_nostr::keys::Keys;
 use common::*;
 use serde_json::json;
 use std::time::{Duration, Instant};

@@ -12,7 +12,7 @@ use super::messages;
 use super::outbound::Outbound;
 use crate::ctx::ConnCtx;
 use crate::error::Reason;
-use crate::event::Event;
+use buzz_nostr::event::Event;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use futures_util::FutureExt;
 use std::panic::AssertUnwindSafe;

@@ -1,7 +1,7 @@
 //! NIP-01 client messages in, relay messages out.
 
 use crate::error::Reason;
-use crate::event::Event;
+use buzz_nostr::event::Event;
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 

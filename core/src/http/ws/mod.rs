@@ -23,18 +23,19 @@ mod verbs;
 
 use super::socket::SocketHandle;
 use super::{AppState, RequestCtx};
-use crate::auth::nip42;
-use crate::channels::kinds::changes_access;
 use crate::ctx::{ConnCtx, Transport};
 use crate::error::Reason;
-use crate::event::{Event, StoredEvent};
-use crate::filter::Filter;
 use crate::live::{Delivery, Fanout, LiveInbox, SubKey};
 use crate::plugin::Services;
 use crate::store::Scope;
+use crate::stored::StoredEvent;
 use actix_web::body::{BodyStream, BoxBody};
 use actix_web::{web, HttpRequest, HttpResponse};
 use actix_ws::{AggregatedMessage, CloseCode, CloseReason};
+use buzz_nostr::event::Event;
+use buzz_nostr::filter::Filter;
+use buzz_nostr::kinds::changes_access;
+use buzz_nostr::nip42;
 use events::EventRunner;
 use messages::ClientMessage;
 use outbound::Outbound;
@@ -443,7 +444,7 @@ impl Connection {
         }
         let prepared = match Filter::parse_many(&raw) {
             Ok(filters) => self.state.query.prepare(&self.ctx, filters).await,
-            Err(reason) => Err(reason),
+            Err(refusal) => Err(refusal.into()),
         };
         let prepared = match prepared {
             Ok(prepared) => prepared,
@@ -536,7 +537,9 @@ impl Connection {
             .map_err(|e| Reason::invalid(format!("not a Nostr event: {e}")))
             .and_then(|event| {
                 let now = self.state.services.clock.now_secs();
-                nip42::verify(&event, &self.challenge, &self.relay_url, now).map(|()| event.pubkey)
+                nip42::verify(&event, &self.challenge, &self.relay_url, now)
+                    .map(|()| event.pubkey)
+                    .map_err(Reason::from)
             });
         match result {
             Ok(pubkey) => {

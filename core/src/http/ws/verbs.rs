@@ -6,7 +6,7 @@
 use super::messages;
 use super::Connection;
 use crate::error::Reason;
-use crate::filter::Filter;
+use buzz_nostr::filter::Filter;
 use serde_json::Value;
 
 /// NIP-77's verbs that expect an answer; `NEG-CLOSE` expects none.
@@ -19,7 +19,7 @@ impl Connection {
     pub(super) async fn serve_count(&mut self, sub_id: String, raw: Vec<Value>) {
         let counted = match Filter::parse_many(&raw) {
             Ok(filters) => self.state.query.count(&self.ctx, filters).await,
-            Err(reason) => Err(reason),
+            Err(refusal) => Err(refusal.into()),
         };
         let answer = match counted {
             Ok(n) => messages::count(&sub_id, n),

@@ -19,9 +19,9 @@
 //! ```
 
 use anyhow::{bail, Context};
-use buzz_core::auth::nip98::authorization_header;
-use buzz_core::keys::Keys;
 use buzz_core::testkit::{now, BenchStorage, WsClient};
+use buzz_nostr::keys::Keys;
+use buzz_nostr::nip98::authorization_header;
 use clap::Parser;
 use futures_util::future::join_all;
 use serde_json::{json, Value};

@@ -6,10 +6,10 @@
 
 use buzz_artifacts::{ArtifactsPlugin, NAME};
 use buzz_core::config::Settings;
-use buzz_core::event::Event;
-use buzz_core::keys::Keys;
 use buzz_core::plugin::PluginEntry;
 use buzz_core::testkit::{now, tag, TestBackend, TestRelay, WsClient};
+use buzz_nostr::event::Event;
+use buzz_nostr::keys::Keys;
 use serde_json::{json, Value};
 
 pub(crate) const TASK: &str = "buzz.task";

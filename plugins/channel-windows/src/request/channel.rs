@@ -3,7 +3,7 @@
 use super::fields::{optional_bool, single_tag, window_cursor};
 use crate::cursor::Cursor;
 use buzz_core::error::Reason;
-use buzz_core::filter::Filter;
+use buzz_nostr::filter::Filter;
 
 /// Row budget when the filter has no `limit`.
 pub(crate) const DEFAULT_LIMIT: u64 = 50;

@@ -3,7 +3,7 @@
 
 use crate::cursor::Cursor;
 use buzz_core::error::Reason;
-use buzz_core::filter::Filter;
+use buzz_nostr::filter::Filter;
 use serde_json::{Map, Value};
 
 /// Is `key` present with the JSON value `true` (not merely truthy)?

@@ -7,7 +7,7 @@
 
 use super::fields::{hex64, hex64_field, optional_bool, single_tag};
 use buzz_core::error::Reason;
-use buzz_core::filter::Filter;
+use buzz_nostr::filter::Filter;
 use serde_json::{Map, Value};
 
 pub(crate) const DEFAULT_LIMIT: u64 = 100;

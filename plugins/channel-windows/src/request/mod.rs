@@ -25,7 +25,7 @@ pub(crate) use resolve::ResolveRequest;
 pub(crate) use thread::ThreadRequest;
 
 use buzz_core::error::Reason;
-use buzz_core::filter::Filter;
+use buzz_nostr::filter::Filter;
 use fields::is_true;
 use serde_json::Value;
 

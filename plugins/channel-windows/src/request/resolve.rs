@@ -3,7 +3,7 @@
 use super::fields::single_tag;
 use crate::SUMMARY_KIND;
 use buzz_core::error::Reason;
-use buzz_core::filter::Filter;
+use buzz_nostr::filter::Filter;
 
 /// Most target ids one request may name, across all its recovery filters.
 pub(crate) const MAX_TARGETS: usize = 100;

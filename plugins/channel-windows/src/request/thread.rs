@@ -4,9 +4,9 @@
 
 use super::fields::{hex64, single_tag, window_cursor};
 use crate::cursor::Cursor;
-use buzz_core::channels::kinds::CONVERSATION;
 use buzz_core::error::Reason;
-use buzz_core::filter::Filter;
+use buzz_nostr::filter::Filter;
+use buzz_nostr::kinds::CONVERSATION;
 use serde_json::Value;
 
 pub(crate) const DEFAULT_LIMIT: u64 = 50;

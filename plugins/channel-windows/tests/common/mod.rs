@@ -6,10 +6,10 @@
 
 use buzz_channel_windows::{ChannelWindowsPlugin, NAME};
 use buzz_core::config::Settings;
-use buzz_core::event::{verify_signature, Event};
-use buzz_core::keys::Keys;
 use buzz_core::plugin::PluginEntry;
 use buzz_core::testkit::{now, tag, TestBackend, TestRelay, WsClient};
+use buzz_nostr::event::{verify_signature, Event};
+use buzz_nostr::keys::Keys;
 use serde_json::{json, Value};
 
 /// A relay with `channel_windows` enabled (its default).

@@ -36,11 +36,11 @@
 
 use anyhow::{bail, Context};
 use buzz_core::config::PluginSection;
-use buzz_core::event::Event;
-use buzz_core::keys::Keys;
 use buzz_core::plugin::PluginEntry;
 use buzz_core::relay::{RelayBuilder, RunningRelay};
 use buzz_core::testkit::{now, percentile, BenchStorage, WsClient};
+use buzz_nostr::event::Event;
+use buzz_nostr::keys::Keys;
 use buzz_read_state::{ReadStatePlugin, NAME};
 use buzz_read_state_client::{self as client, Client};
 use clap::{Parser, ValueEnum};

@@ -5,10 +5,10 @@
 #![allow(dead_code)] // each suite uses its own subset
 
 use buzz_core::config::Settings;
-use buzz_core::event::Event;
-use buzz_core::keys::Keys;
 use buzz_core::plugin::PluginEntry;
 use buzz_core::testkit::{now, tag, TestBackend, TestRelay, WsClient};
+use buzz_nostr::event::Event;
+use buzz_nostr::keys::Keys;
 use buzz_read_state::{ReadStatePlugin, NAME};
 use buzz_read_state_client::{self as client, Answer, Client};
 use serde_json::{json, Value};

@@ -12,10 +12,10 @@ pub(crate) use artifacts::{uuid, Draft, User, TASK};
 
 use buzz_artifacts::ArtifactsPlugin;
 use buzz_core::config::{CommunitySettings, Settings};
-use buzz_core::event::{verify_signature, Event};
-use buzz_core::keys::Keys;
 use buzz_core::plugin::PluginEntry;
 use buzz_core::testkit::{now, redis_url, tag, TestBackend, TestRelay, WsClient};
+use buzz_nostr::event::{verify_signature, Event};
+use buzz_nostr::keys::Keys;
 use buzz_snapshot::{SnapshotPlugin, NAME};
 use serde_json::{json, Value};
 

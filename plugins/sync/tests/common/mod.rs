@@ -3,10 +3,10 @@
 #![allow(dead_code)]
 
 use buzz_core::config::Settings;
-use buzz_core::event::Event;
-use buzz_core::keys::Keys;
 use buzz_core::plugin::PluginEntry;
 use buzz_core::testkit::{now, tag, TestBackend, TestRelay, WsClient};
+use buzz_nostr::event::Event;
+use buzz_nostr::keys::Keys;
 use negentropy::{Id, Negentropy, NegentropyStorageVector};
 use serde_json::{json, Value};
 use std::collections::HashSet;

@@ -5,7 +5,7 @@
 //! by its standard fields (NIP-CW "Degradation"), and a plugin that understands a key
 //! claims the filter instead (see [`crate::plugin::Plugin::claims_filter`]).
 
-use crate::error::Reason;
+use crate::error::Refusal;
 use crate::event::Event;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -27,10 +27,10 @@ pub struct Filter {
 
 impl Filter {
     /// Parse one filter object, rejecting wrongly typed standard fields.
-    pub fn parse(value: &Value) -> Result<Filter, Reason> {
+    pub fn parse(value: &Value) -> Result<Filter, Refusal> {
         let obj = value
             .as_object()
-            .ok_or_else(|| Reason::invalid("a filter must be a JSON object"))?;
+            .ok_or_else(|| Refusal::invalid("a filter must be a JSON object"))?;
         let mut filter = Filter::default();
         for (key, val) in obj {
             match key.as_str() {
@@ -41,7 +41,7 @@ impl Filter {
                 "until" => filter.until = Some(timestamp(val, key)?),
                 "limit" => {
                     filter.limit = Some(val.as_u64().ok_or_else(|| {
-                        Reason::invalid("filter limit must be a non-negative integer")
+                        Refusal::invalid("filter limit must be a non-negative integer")
                     })?)
                 }
                 tag if tag.starts_with('#') && tag.len() > 1 => {
@@ -58,7 +58,7 @@ impl Filter {
     }
 
     /// Parse a JSON array of filter objects (the `POST /query` body, a REQ's tail).
-    pub fn parse_many(values: &[Value]) -> Result<Vec<Filter>, Reason> {
+    pub fn parse_many(values: &[Value]) -> Result<Vec<Filter>, Refusal> {
         values.iter().map(Filter::parse).collect()
     }
 
@@ -104,32 +104,32 @@ impl Filter {
     }
 }
 
-fn list<'a>(val: &'a Value, key: &str) -> Result<&'a Vec<Value>, Reason> {
+fn list<'a>(val: &'a Value, key: &str) -> Result<&'a Vec<Value>, Refusal> {
     // How many values a filter may hold is the query service's rule
     // (`limits.max_filter_values`); the message size bounds what gets this far.
     val.as_array()
-        .ok_or_else(|| Reason::invalid(format!("filter {key} must be an array")))
+        .ok_or_else(|| Refusal::invalid(format!("filter {key} must be an array")))
 }
 
-fn string_list(val: &Value, key: &str) -> Result<Vec<String>, Reason> {
+fn string_list(val: &Value, key: &str) -> Result<Vec<String>, Refusal> {
     list(val, key)?
         .iter()
         .map(|v| {
             v.as_str()
                 .map(str::to_owned)
-                .ok_or_else(|| Reason::invalid(format!("filter {key} must hold strings")))
+                .ok_or_else(|| Refusal::invalid(format!("filter {key} must hold strings")))
         })
         .collect()
 }
 
-fn hex_list(val: &Value, key: &str) -> Result<Vec<String>, Reason> {
+fn hex_list(val: &Value, key: &str) -> Result<Vec<String>, Refusal> {
     let values = string_list(val, key)?;
     for v in &values {
         let ok = v.len() == 64
             && v.bytes()
                 .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
         if !ok {
-            return Err(Reason::invalid(format!(
+            return Err(Refusal::invalid(format!(
                 "filter {key} must hold 64-character lowercase hex strings"
             )));
         }
@@ -137,22 +137,22 @@ fn hex_list(val: &Value, key: &str) -> Result<Vec<String>, Reason> {
     Ok(values)
 }
 
-fn kind_list(val: &Value) -> Result<Vec<u32>, Reason> {
+fn kind_list(val: &Value) -> Result<Vec<u32>, Refusal> {
     list(val, "kinds")?
         .iter()
         .map(|v| {
             v.as_u64()
                 .filter(|k| *k <= 65_535)
                 .map(|k| k as u32)
-                .ok_or_else(|| Reason::invalid("filter kinds must hold integers 0-65535"))
+                .ok_or_else(|| Refusal::invalid("filter kinds must hold integers 0-65535"))
         })
         .collect()
 }
 
-fn timestamp(val: &Value, key: &str) -> Result<i64, Reason> {
+fn timestamp(val: &Value, key: &str) -> Result<i64, Refusal> {
     val.as_u64()
         .and_then(|v| i64::try_from(v).ok())
-        .ok_or_else(|| Reason::invalid(format!("filter {key} must be a non-negative integer")))
+        .ok_or_else(|| Refusal::invalid(format!("filter {key} must be a non-negative integer")))
 }
 
 #[cfg(test)]

@@ -85,7 +85,7 @@ impl Event {
 
     /// NIP-40: when this event expires (unix seconds), from its first `expiration` tag.
     /// A tag whose value is not a timestamp is refused (`invalid:`), never ignored.
-    pub fn expiration(&self) -> Result<Option<i64>, crate::error::Reason> {
+    pub fn expiration(&self) -> Result<Option<i64>, crate::error::Refusal> {
         let Some(tag) = self
             .tags
             .iter()
@@ -98,7 +98,7 @@ impl Event {
             .and_then(|v| v.parse::<i64>().ok())
             .map(Some)
             .ok_or_else(|| {
-                crate::error::Reason::invalid(
+                crate::error::Refusal::invalid(
                     "the expiration tag must hold a unix timestamp in seconds (NIP-40)",
                 )
             })
@@ -128,17 +128,4 @@ pub fn compute_id(
     let canonical =
         serde_json::to_vec(&(0, pubkey, created_at, kind, tags, content)).unwrap_or_default();
     Sha256::digest(&canonical).into()
-}
-
-/// An event the relay has accepted, with what the relay knows about its arrival.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoredEvent {
-    pub event: Event,
-    /// Community (host) the event belongs to.
-    pub community_id: i64,
-    /// The channel the event is scoped to: its `h` tag, or for relay-signed group state
-    /// (39000–39002) its `d` tag. Readers of that channel only.
-    pub channel: Option<String>,
-    /// Relay arrival time in microseconds since the epoch.
-    pub received_at: i64,
 }

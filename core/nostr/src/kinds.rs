@@ -1,5 +1,7 @@
 //! Which kinds mean what in a community (NIP-29-shaped channels, community moderation).
 
+use crate::event::{Event, KindClass};
+
 /// Conversation messages: the kinds that get thread metadata.
 pub const CONVERSATION: [u32; 4] = [9, 40_002, 45_001, 45_003];
 /// Reaction, edit, diff: each targets one event (`e`) in the same channel.
@@ -68,3 +70,22 @@ pub fn changes_access(kind: u32) -> bool {
 
 /// Channel roles, strongest first.
 pub const ROLES: [&str; 4] = ["owner", "admin", "member", "guest"];
+
+/// Whether the relay's state-keeping for `event` reads no event rows but the ones `event` names in its
+/// `e` tags and changes none but its own thread metadata (and its ancestors' counts),
+/// and its insert settles no replaceable slot: notes outside channels and channel
+/// conversation, reactions and edits. Such events may be inserted together with their
+/// neighbours in a group commit (the relay's storage writer). Deletions, removals and every
+/// channel or community change are not.
+pub fn independent(event: &Event) -> bool {
+    if event.class() != KindClass::Regular
+        || event.kind == AUTHOR_DELETE
+        || COMMUNITY_ADMIN.contains(&event.kind)
+    {
+        return false;
+    }
+    match event.channel_id() {
+        None => true,
+        Some(_) => CONVERSATION.contains(&event.kind) || TARGETING.contains(&event.kind),
+    }
+}

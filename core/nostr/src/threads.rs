@@ -12,7 +12,8 @@ fn is_hex64(v: &str) -> bool {
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
-pub(crate) fn marked<'a>(event: &'a Event, marker: &str) -> Option<&'a str> {
+/// The id of the first NIP-10 `e` tag with `marker` (`root`, `reply`), when it is a valid id.
+pub fn marked<'a>(event: &'a Event, marker: &str) -> Option<&'a str> {
     event
         .tags
         .iter()

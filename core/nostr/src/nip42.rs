@@ -1,8 +1,8 @@
 //! NIP-42: the client proves its pubkey by signing the connection's challenge.
 
-use super::same_url;
-use crate::error::Reason;
+use crate::error::Refusal;
 use crate::event::{Event, EventLimits};
+use crate::url::same_url;
 
 pub const AUTH_KIND: u32 = 22_242;
 /// Allowed distance of the auth event's `created_at` from relay time, seconds.
@@ -29,23 +29,23 @@ pub fn verify(
     challenge: &str,
     relay_url: &str,
     now_secs: i64,
-) -> Result<(), Reason> {
+) -> Result<(), Refusal> {
     let limits = EventLimits {
         max_clock_skew_secs: AUTH_WINDOW_SECS,
         ..EventLimits::default()
     };
     if event.kind != AUTH_KIND {
-        return Err(Reason::invalid("auth event must be kind 22242"));
+        return Err(Refusal::invalid("auth event must be kind 22242"));
     }
     limits.check(event, now_secs)?;
     if event.tag_value("challenge") != Some(challenge) {
-        return Err(Reason::invalid(
+        return Err(Refusal::invalid(
             "auth challenge does not match this connection's",
         ));
     }
     match event.tag_value("relay") {
         Some(url) if same_url(url, relay_url) => Ok(()),
-        _ => Err(Reason::invalid(format!(
+        _ => Err(Refusal::invalid(format!(
             "auth relay tag must be {relay_url}"
         ))),
     }

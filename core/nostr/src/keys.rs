@@ -1,10 +1,10 @@
 //! Secp256k1 key pairs: the relay's own signing key, and the signing helper that tests,
-//! examples and benchmarks use to act as clients.
+//! examples and benchmarks use to act as clients. Where the relay keeps its key on disk
+//! is the relay's business (`buzz_core::relay_key`).
 
 use crate::event::{compute_id, Event};
 use anyhow::Context;
 use secp256k1::{Keypair, SecretKey, SECP256K1};
-use std::path::Path;
 
 /// A key pair that signs events.
 #[derive(Clone)]
@@ -35,23 +35,6 @@ impl Keys {
             .context("relay private key must be 64 hex characters")?;
         let secret = SecretKey::from_byte_array(bytes).context("invalid secp256k1 secret key")?;
         Ok(Self::from_secret(secret))
-    }
-
-    /// Read the key kept at `path`, or generate one and keep it there (mode 0600).
-    pub fn load_or_generate(path: &Path) -> anyhow::Result<Self> {
-        if path.exists() {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading relay key {}", path.display()))?;
-            return Self::from_hex(&text)
-                .with_context(|| format!("parsing relay key {}", path.display()));
-        }
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        }
-        let keys = Self::generate();
-        write_private(path, &keys.secret_hex())
-            .with_context(|| format!("writing relay key {}", path.display()))?;
-        Ok(keys)
     }
 
     fn from_secret(secret: SecretKey) -> Self {
@@ -102,24 +85,6 @@ impl Keys {
     }
 }
 
-#[cfg(unix)]
-fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)?;
-    file.write_all(text.as_bytes())?;
-    file.sync_all()
-}
-
-#[cfg(not(unix))]
-fn write_private(path: &Path, text: &str) -> std::io::Result<()> {
-    std::fs::write(path, text)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -159,14 +124,5 @@ mod tests {
             .expect_err("must be refused")
             .to_string();
         assert!(err.contains("created_at"), "{err}");
-    }
-
-    #[test]
-    fn key_file_is_created_once_and_reused() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("relay.key");
-        let a = Keys::load_or_generate(&path).expect("generate");
-        let b = Keys::load_or_generate(&path).expect("reload");
-        assert_eq!(a.pubkey(), b.pubkey());
     }
 }

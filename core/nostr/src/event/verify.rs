@@ -1,7 +1,7 @@
 //! Structural limits, id and BIP-340 signature checks.
 
 use super::Event;
-use crate::error::Reason;
+use crate::error::Refusal;
 use secp256k1::{schnorr::Signature, XOnlyPublicKey, SECP256K1};
 
 /// Size and time limits applied to every incoming event; advertised in NIP-11.
@@ -30,36 +30,36 @@ impl Default for EventLimits {
 impl EventLimits {
     /// Every check an event must pass before anything else looks at it, cheapest first:
     /// shape, size, time, id, then the signature.
-    pub fn check(&self, event: &Event, now_secs: i64) -> Result<(), Reason> {
+    pub fn check(&self, event: &Event, now_secs: i64) -> Result<(), Refusal> {
         self.check_at(event, now_secs, false)
     }
 
     /// [`EventLimits::check`] for history being imported: an event may be any age (it
     /// was accepted by its relay when it was new); only a future beyond the clock skew
     /// is refused.
-    pub fn check_history(&self, event: &Event, now_secs: i64) -> Result<(), Reason> {
+    pub fn check_history(&self, event: &Event, now_secs: i64) -> Result<(), Refusal> {
         self.check_at(event, now_secs, true)
     }
 
-    fn check_at(&self, event: &Event, now_secs: i64, any_age: bool) -> Result<(), Reason> {
+    fn check_at(&self, event: &Event, now_secs: i64, any_age: bool) -> Result<(), Refusal> {
         check_hex(&event.id, 64, "id")?;
         check_hex(&event.pubkey, 64, "pubkey")?;
         check_hex(&event.sig, 128, "sig")?;
         if event.content.len() > self.max_content_bytes {
-            return Err(Reason::invalid(format!(
+            return Err(Refusal::invalid(format!(
                 "content exceeds {} bytes",
                 self.max_content_bytes
             )));
         }
         if event.tags.len() > self.max_tags {
-            return Err(Reason::invalid(format!(
+            return Err(Refusal::invalid(format!(
                 "more than {} tags (max_event_tags)",
                 self.max_tags
             )));
         }
         let values: usize = event.tags.iter().map(Vec::len).sum();
         if values > self.max_tag_values {
-            return Err(Reason::invalid(format!(
+            return Err(Refusal::invalid(format!(
                 "tags hold {values} values; at most {} (max_tag_values)",
                 self.max_tag_values
             )));
@@ -67,23 +67,23 @@ impl EventLimits {
         // An empty tag `[]` is allowed by NIP-01 (it names nothing and indexes nothing),
         // so it is not refused here.
         if event.kind > 65_535 {
-            return Err(Reason::invalid("kind must be between 0 and 65535"));
+            return Err(Refusal::invalid("kind must be between 0 and 65535"));
         }
         let skew = event.created_at - now_secs;
         if skew > self.max_clock_skew_secs || (!any_age && -skew > self.max_clock_skew_secs) {
-            return Err(Reason::invalid(format!(
+            return Err(Refusal::invalid(format!(
                 "created_at is more than {} seconds from relay time",
                 self.max_clock_skew_secs
             )));
         }
         if hex::encode(event.compute_id()) != event.id {
-            return Err(Reason::invalid("event id does not match its content"));
+            return Err(Refusal::invalid("event id does not match its content"));
         }
         verify_signature(event)
     }
 }
 
-fn check_hex(value: &str, len: usize, field: &str) -> Result<(), Reason> {
+fn check_hex(value: &str, len: usize, field: &str) -> Result<(), Refusal> {
     let ok = value.len() == len
         && value
             .bytes()
@@ -91,7 +91,7 @@ fn check_hex(value: &str, len: usize, field: &str) -> Result<(), Reason> {
     if ok {
         Ok(())
     } else {
-        Err(Reason::invalid(format!(
+        Err(Refusal::invalid(format!(
             "{field} must be {len} lowercase hex characters"
         )))
     }
@@ -99,8 +99,8 @@ fn check_hex(value: &str, len: usize, field: &str) -> Result<(), Reason> {
 
 /// BIP-340 Schnorr verification of `sig` over the id bytes with `pubkey`.
 /// Assumes `id`, `pubkey` and `sig` are well-formed hex (see [`EventLimits::check`]).
-pub fn verify_signature(event: &Event) -> Result<(), Reason> {
-    let bad = || Reason::invalid("signature verification failed");
+pub fn verify_signature(event: &Event) -> Result<(), Refusal> {
+    let bad = || Refusal::invalid("signature verification failed");
     let mut id = [0u8; 32];
     hex::decode_to_slice(&event.id, &mut id).map_err(|_| bad())?;
     let mut pk = [0u8; 32];
