@@ -14,7 +14,7 @@ pub(crate) struct BeforeStart {
 }
 
 impl BeforeStart {
-    /// `config`: the file [`Settings::load`] read (the `--config` path, or `./config.toml`
+    /// `config`: the file `PluginCatalog::load_settings` read (the `--config` path, or `./config.toml`
     /// when present).
     pub(crate) fn look(settings: &Settings, config: Option<&Path>) -> BeforeStart {
         BeforeStart {

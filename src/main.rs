@@ -134,7 +134,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         logging::init(None)?;
         return policy(action, cli.config.as_deref(), &catalog);
     }
-    let settings = Settings::load(cli.config.as_deref(), &catalog)?;
+    let settings = catalog.load_settings(cli.config.as_deref())?;
     logging::init(Some(&settings.log))?;
     match cli.command {
         Some(Command::Migrate { status }) => migrate(&settings, &catalog, status).await,
@@ -170,7 +170,7 @@ fn policy(
             Ok(())
         }
         PolicyCommand::Check { file: None } => {
-            let settings = Settings::load(config, catalog)?;
+            let settings = catalog.load_settings(config)?;
             let mut broken = 0;
             for community in &settings.communities {
                 let scripts = CommunityScripts::resolve(&settings, community);
@@ -233,7 +233,7 @@ fn community_files(
     catalog: &PluginCatalog,
     host: &str,
 ) -> anyhow::Result<(Option<PathBuf>, Option<PathBuf>)> {
-    let settings = Settings::load(config, catalog)?;
+    let settings = catalog.load_settings(config)?;
     let wanted = buzz_nostr::host::normalize_host(host);
     let community = settings
         .communities

@@ -2,7 +2,6 @@
 //! plugins it must equal the built-in defaults, and it must have a section for every
 //! built plugin (and none for a plugin that is not built).
 
-use buzz_core::config::Settings;
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -19,10 +18,12 @@ fn example_config_equals_the_defaults_of_core_and_every_plugin() {
     let empty = dir.path().join("empty.toml");
     std::fs::write(&empty, "").expect("empty config");
 
-    let mut documented =
-        Settings::load_from(Some(&example), &HashMap::new(), &catalog).expect("example loads");
-    let defaults =
-        Settings::load_from(Some(&empty), &HashMap::new(), &catalog).expect("defaults load");
+    let mut documented = catalog
+        .load_settings_from(Some(&example), &HashMap::new())
+        .expect("example loads");
+    let defaults = catalog
+        .load_settings_from(Some(&empty), &HashMap::new())
+        .expect("defaults load");
     // The example names the default policy paths explicitly; that is the only difference.
     assert!(!documented.policies.access_is_default && !documented.policies.moderation_is_default);
     documented.policies.access_is_default = true;

@@ -47,7 +47,7 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     // The relay binary's own plugin list: the same sections, tables and panels.
     let catalog = buzz_relay::catalog();
-    let settings = buzz_core::config::Settings::load(cli.config.as_deref(), &catalog)?;
+    let settings = catalog.load_settings(cli.config.as_deref())?;
     if cli.report || !std::io::stdout().is_terminal() {
         let report = data::report::Report::gather(&settings, &catalog)?;
         print!("{report}");

@@ -1,7 +1,6 @@
 //! A plugin's manifest declares its HTTP routes (the console lists them without running
 //! the plugin); the relay refuses to start a plugin that mounts anything else.
 
-use buzz_core::config::Settings;
 use buzz_core::error::Reason;
 use buzz_core::plugin::{
     DeclaredRoute, Plugin, PluginCatalog, PluginEntry, PluginManifest, PluginRequest,
@@ -86,7 +85,7 @@ manifest!(
 async fn start(entry: PluginEntry) -> anyhow::Result<()> {
     let catalog = PluginCatalog::new().with(entry);
     let dir = tempfile::tempdir()?;
-    let mut settings = Settings::load_from(None, &Default::default(), &catalog)?;
+    let mut settings = catalog.load_settings_from(None, &Default::default())?;
     settings.server.bind = "127.0.0.1:0".into();
     settings.metrics.bind = "127.0.0.1:0".into();
     settings.server.workers = 1;

@@ -166,7 +166,8 @@ async fn stalled_redis_fails_closed_then_recovers(backend: TestBackend, test: &s
 
 /// Settings for a relay that is expected not to start.
 fn settings_with_redis(dir: &std::path::Path, redis_url: String, timeout_ms: u64) -> Settings {
-    let mut s = Settings::load_from(None, &HashMap::new(), &PluginCatalog::new())
+    let mut s = PluginCatalog::new()
+        .load_settings_from(None, &HashMap::new())
         .expect("default settings");
     s.server.bind = "127.0.0.1:0".into();
     s.metrics.bind = "127.0.0.1:0".into();

@@ -4,7 +4,6 @@
 //! Needs `BUZZ_TEST_DATABASE_URL` and `BUZZ_TEST_REDIS_URL` (one `skipped:` line per test
 //! otherwise; a failure under `CI`). Each test creates its own database and Redis prefix.
 
-use buzz_core::config::Settings;
 use buzz_core::relay::RelayBuilder;
 use buzz_core::testkit::{
     now, pg_admin_url, redis_url, tag, HttpClient, PgDatabase, TestBackend, TestRelay, WsClient,
@@ -298,8 +297,9 @@ async fn concurrent_member_changes_keep_group_state_complete() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unreachable_redis_refuses_to_start() {
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut settings =
-        Settings::load_from(None, &HashMap::new(), &Default::default()).expect("default settings");
+    let mut settings = buzz_core::plugin::PluginCatalog::new()
+        .load_settings_from(None, &HashMap::new())
+        .expect("default settings");
     settings.server.bind = "127.0.0.1:0".into();
     settings.metrics.bind = "127.0.0.1:0".into();
     settings.storage.database_url = format!("sqlite://{}", dir.path().join("buzz.db").display());

@@ -53,6 +53,7 @@
 mod admin;
 mod manifest;
 mod routes;
+mod settings;
 
 pub use admin::{AdminPanel, AdminTable};
 pub use manifest::{PluginCatalog, PluginEntry, PluginManifest, PluginMigrations};

@@ -50,7 +50,7 @@ impl BenchStorage {
             }
         };
         // Plugin sections are completed by the catalog the benchmark starts its relay with.
-        let mut settings = Settings::load_from(None, &HashMap::new(), &PluginCatalog::new())?;
+        let mut settings = PluginCatalog::new().load_settings_from(None, &HashMap::new())?;
         settings.server.bind = "127.0.0.1:0".into();
         settings.metrics.bind = "127.0.0.1:0".into();
         settings.storage.database_url = url;

@@ -52,8 +52,9 @@ impl TestRelay {
                 (db.url.clone(), Some(db))
             }
         };
-        let mut settings =
-            Settings::load_from(None, &HashMap::new(), &catalog).expect("default settings");
+        let mut settings = catalog
+            .load_settings_from(None, &HashMap::new())
+            .expect("default settings");
         settings.server.bind = "127.0.0.1:0".into();
         // Parallel test relays must not share the default metrics port.
         settings.metrics.bind = "127.0.0.1:0".into();

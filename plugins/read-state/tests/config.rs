@@ -11,7 +11,7 @@ fn settings(env: &[(&str, &str)]) -> anyhow::Result<Settings> {
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-    Settings::load_from(None, &env, &catalog)
+    catalog.load_settings_from(None, &env)
 }
 
 #[test]

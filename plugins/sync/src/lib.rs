@@ -195,7 +195,8 @@ mod tests {
     fn the_largest_frame_fits_a_default_message() {
         let catalog = buzz_core::plugin::PluginCatalog::new()
             .with(buzz_core::plugin::PluginEntry::of::<SyncPlugin>());
-        let settings = buzz_core::config::Settings::load_from(None, &Default::default(), &catalog)
+        let settings = catalog
+            .load_settings_from(None, &Default::default())
             .expect("defaults");
         // Hex doubles it; the JSON around it (verb, a 64-character id) is under 256 bytes.
         assert!(2 * MAX_FRAME_SIZE + 256 <= settings.limits.max_message_bytes);
