@@ -4,6 +4,9 @@
 //! - only `core/src/store` (and plugins, through `Conn`) speak SQL: `diesel` appears in
 //!   no other non-plugin source (core's test kit, feature-gated, seeds fixtures);
 //! - only `core/src/http` touches actix;
+//! - `buzz-nostr` (core/nostr) holds the protocol and depends on no runtime, database,
+//!   server, cache or script engine; store builds on it, never on `channels`; config
+//!   parses without the plugin catalog; everyone takes protocol types from it;
 //! - the repository's docs and code never point at files that are not in it.
 
 use std::path::{Path, PathBuf};
@@ -177,6 +180,121 @@ fn docs_point_only_at_files_in_the_repository() {
     assert!(
         hits.is_empty(),
         "references to files outside the repository:\n{}",
+        hits.join("\n")
+    );
+}
+
+/// Code lines (not comments) under `dir` that contain `needle`.
+fn code_occurrences(dir: &str, needle: &str) -> Vec<String> {
+    occurrences(&[dir], needle, &["rs"])
+        .into_iter()
+        .filter(|hit| {
+            let line = hit.splitn(3, ": ").nth(1).unwrap_or_default();
+            !line.starts_with("//")
+        })
+        .collect()
+}
+
+#[test]
+fn store_builds_on_the_protocol_not_on_channel_rules() {
+    // `channels::table` is the schema's; the rules module is `crate::channels`.
+    let mut hits = code_occurrences("core/src/store", "crate::channels");
+    hits.extend(code_occurrences("core/src/store", "super::super::channels"));
+    assert!(
+        hits.is_empty(),
+        "store imports channel rules (they belong in buzz_nostr::kinds / threads):\n{}",
+        hits.join("\n")
+    );
+}
+
+#[test]
+fn config_parses_without_the_plugin_catalog() {
+    let hits = code_occurrences("core/src/config", "crate::plugin");
+    assert!(
+        hits.is_empty(),
+        "config names the plugin catalog:\n{}",
+        hits.join("\n")
+    );
+}
+
+/// The packages `package` depends on for its build (normal edges, transitively), from
+/// `cargo tree`.
+fn dependency_names(package: &str) -> Vec<String> {
+    let out = std::process::Command::new(env!("CARGO"))
+        .args([
+            "tree",
+            "--offline",
+            "-p",
+            package,
+            "-e",
+            "normal",
+            "--prefix",
+            "none",
+            "--format",
+            "{p}",
+        ])
+        .current_dir(root())
+        .output()
+        .expect("cargo tree runs");
+    assert!(
+        out.status.success(),
+        "cargo tree failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .map(str::to_owned)
+        .collect()
+}
+
+#[test]
+fn the_protocol_crate_does_no_io() {
+    let deps = dependency_names("buzz-nostr");
+    assert!(
+        deps.iter().any(|d| d == "secp256k1"),
+        "cargo tree listed no dependencies: {deps:?}"
+    );
+    let forbidden: Vec<&String> = deps
+        .iter()
+        .filter(|d| {
+            ["tokio", "diesel", "actix", "redis", "mlua", "buzz-core"]
+                .iter()
+                .any(|f| d.starts_with(f))
+        })
+        .collect();
+    assert!(
+        forbidden.is_empty(),
+        "buzz-nostr depends on a runtime, database, server, cache or script engine: {forbidden:?}"
+    );
+}
+
+#[test]
+fn plugins_and_tools_take_protocol_types_from_the_protocol_crate() {
+    let mut hits = Vec::new();
+    for old in [
+        "buzz_core::event",
+        "buzz_core::filter",
+        "buzz_core::keys",
+        "buzz_core::channels::kinds",
+        "buzz_core::channels::threads",
+    ] {
+        for dir in [
+            "plugins",
+            "admin-tui",
+            "examples",
+            "src",
+            "tests",
+            "core/tests",
+        ] {
+            hits.extend(code_occurrences(dir, old));
+        }
+    }
+    // This file names them to forbid them.
+    hits.retain(|hit| !hit.starts_with("tests/layering.rs"));
+    assert!(
+        hits.is_empty(),
+        "protocol types through buzz_core (they are buzz_nostr's):\n{}",
         hits.join("\n")
     );
 }

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EnvAlias {
     pub var: &'static str,
-    /// The dotted key it sets (`plugins.search.enabled`).
+    /// The dotted key it sets (`plugins.<name>.enabled`).
     pub key: String,
 }
 
