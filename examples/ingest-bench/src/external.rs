@@ -5,7 +5,8 @@
 //! `/proc/<pid>/stat` before and after the run, so the figure printed is relay CPU per
 //! accepted event, beside the bare-verify cost measured in this same run.
 
-use super::{presign, publish, Args};
+use crate::inprocess::{presign, publish};
+use crate::Args;
 use anyhow::{bail, Context};
 use buzz_core::testkit::BenchStorage;
 use buzz_nostr::keys::Keys;

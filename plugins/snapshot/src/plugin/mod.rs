@@ -9,8 +9,8 @@ mod bounds;
 mod capture;
 mod pages;
 
-pub(crate) use bounds::{admitted, parse, Deadline};
 use bounds::bound_statements;
+pub(crate) use bounds::{admitted, parse, Deadline};
 
 use crate::error::{self, contract};
 use crate::limits::Limits;
