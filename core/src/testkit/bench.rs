@@ -85,3 +85,23 @@ pub fn percentile(sorted: &[std::time::Duration], pct: usize) -> std::time::Dura
     let index = (sorted.len() * pct / 100).min(sorted.len().saturating_sub(1));
     sorted.get(index).copied().unwrap_or_default()
 }
+
+/// utime + stime of a `/proc/.../stat` file (`/proc/self/stat` for this process,
+/// `/proc/thread-self/stat` for the calling thread), in seconds; 0 where there is no
+/// `/proc`. Clock-tick resolution (1/100 s).
+pub fn cpu_secs(path: &str) -> f64 {
+    /// Clock ticks per second of `/proc` times (`CLK_TCK`, 100 on Linux).
+    const TICKS_PER_SEC: f64 = 100.0;
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    // Fields after the command name (which may hold spaces and parentheses) start at
+    // field 3; utime and stime are fields 14 and 15.
+    let rest = text.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let tick = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (tick(11) + tick(12)) / TICKS_PER_SEC
+}

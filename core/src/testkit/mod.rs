@@ -16,7 +16,7 @@ mod sockets;
 mod table_lock;
 mod ws;
 
-pub use bench::{percentile, BenchStorage};
+pub use bench::{cpu_secs, percentile, BenchStorage};
 pub use channel_rows::{channel_rows, ChannelRows, EventRows, TagRow, ThreadRows};
 pub use http::HttpClient;
 pub use own_redis::OwnRedis;

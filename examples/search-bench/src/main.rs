@@ -324,17 +324,6 @@ async fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// CPU seconds this process has used (user + system, from `/proc/self/stat`; 0 where
-/// there is no `/proc`).
-fn process_cpu_secs() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    // Fields after the parenthesized command name; utime and stime are the 12th and 13th.
-    let after = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or_default();
-    let fields: Vec<&str> = after.split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    (ticks(11) + ticks(12)) / 100.0
-}
-
 /// Events/s ingesting kind-9 messages over WebSocket, search on or off, fresh storage,
 /// and this process's CPU seconds per event meanwhile.
 async fn ingest(args: &Args, search: bool) -> anyhow::Result<(f64, f64)> {
@@ -369,7 +358,7 @@ async fn ingest(args: &Args, search: bool) -> anyhow::Result<(f64, f64)> {
         conns.push((ws, events));
     }
     let began = Instant::now();
-    let cpu_before = process_cpu_secs();
+    let cpu_before = buzz_core::testkit::cpu_secs("/proc/self/stat");
     let mut tasks = tokio::task::JoinSet::new();
     for (mut ws, events) in conns {
         tasks.spawn(async move {
@@ -395,7 +384,7 @@ async fn ingest(args: &Args, search: bool) -> anyhow::Result<(f64, f64)> {
         accepted += done?;
     }
     let elapsed = began.elapsed();
-    let cpu = process_cpu_secs() - cpu_before;
+    let cpu = buzz_core::testkit::cpu_secs("/proc/self/stat") - cpu_before;
     anyhow::ensure!(
         accepted == per * args.publishers,
         "only {accepted} accepted"

@@ -28,7 +28,7 @@ use buzz_core::plugin::{PluginCatalog, PluginEntry};
 use buzz_core::relay::{RelayBuilder, RunningRelay};
 use buzz_core::store::{insert_independent, Backend};
 use buzz_core::stored::StoredEvent;
-use buzz_core::testkit::BenchStorage;
+use buzz_core::testkit::{cpu_secs, BenchStorage};
 use buzz_nostr::event::Event;
 use buzz_nostr::keys::Keys;
 use clap::Parser;
@@ -62,7 +62,6 @@ struct Args {
 }
 
 /// Kernel clock ticks per second of `/proc` CPU times (`CLK_TCK`, 100 on Linux).
-const TICKS_PER_SEC: f64 = 100.0;
 /// Ids per REQ (the relay's default `max_limit`) and messages per page.
 const PAGE: usize = 500;
 const HOST: &str = "localhost";
@@ -410,21 +409,6 @@ impl CpuClock {
         let thread = cpu_secs("/proc/thread-self/stat") - self.thread;
         Duration::from_secs_f64((process - thread).max(0.0))
     }
-}
-
-/// utime + stime of a `/proc/.../stat` file, in seconds.
-fn cpu_secs(path: &str) -> f64 {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    // Fields after the command name (which may hold spaces) start at field 3.
-    let rest = text.rsplit_once(')').map_or("", |(_, rest)| rest);
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let tick = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    (tick(11) + tick(12)) / TICKS_PER_SEC
 }
 
 /// A WebSocket client that counts the text bytes it sends and receives.
