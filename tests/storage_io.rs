@@ -431,7 +431,52 @@ async fn import_derives_artifacts_and_deletions_in_file_order(backend: TestBacke
     relay.stop().await;
 }
 
+/// An export longer than one read window (2,000 `seq` values) and a scope cutting
+/// across windows: every event once, in arrival order, the deleted one left out.
+async fn export_reads_window_after_window(backend: TestBackend, test: &str) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let Some(db) = Db::new(backend, dir.path(), "relay", test) else {
+        return;
+    };
+    let relay_key = Keys::generate();
+    let cfg = config(dir.path(), "relay", &db.url, &relay_key.secret_hex());
+    let alice = Keys::generate();
+    let t = now() - 30 * 86_400;
+    let notes: Vec<Event> = (0..4_500)
+        .map(|i| alice.sign(1, vec![], &format!("note {i}"), t + i))
+        .collect();
+    let gone = notes[2_500].id.clone();
+    let deletion = alice.sign(5, vec![tag(&["e", &gone])], "", t + 5_000);
+    let mut lines: Vec<String> = notes.iter().map(Event::to_json).collect();
+    lines.push(deletion.to_json());
+    let file = dir.path().join("notes.jsonl");
+    std::fs::write(&file, lines.join("\n") + "\n").expect("write import file");
+    let (ok, _, err) = run(&cfg, &["import", file.to_str().expect("utf-8 path")]);
+    assert!(ok, "{err}");
+    assert!(err.contains("imported 4501 events"), "{err}");
+
+    let kept = |from: usize, to: usize| -> Vec<String> {
+        notes[from..to]
+            .iter()
+            .map(|e| e.id.clone())
+            .filter(|id| *id != gone)
+            .collect()
+    };
+    let (ok, out, err) = run(&cfg, &["export"]);
+    assert!(ok, "{err}");
+    let mut expected = kept(0, notes.len());
+    expected.push(deletion.id.clone());
+    assert_eq!(ids_by(&parse(&out), relay_key.pubkey()), expected);
+    assert!(err.contains("exported 4500 events"), "{err}");
+
+    let (since, until) = ((t + 1_000).to_string(), (t + 3_999).to_string());
+    let (ok, out, err) = run(&cfg, &["export", "--since", &since, "--until", &until]);
+    assert!(ok, "{err}");
+    assert_eq!(ids_by(&parse(&out), relay_key.pubkey()), kept(1_000, 4_000));
+}
+
 both_backends!(
     import_checks_every_line_and_export_replays_it,
-    import_derives_artifacts_and_deletions_in_file_order
+    import_derives_artifacts_and_deletions_in_file_order,
+    export_reads_window_after_window
 );

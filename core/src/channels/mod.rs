@@ -123,8 +123,8 @@ pub fn apply(
             Ok(Vec::new())
         }
         k if CONVERSATION.contains(&k) => {
-            thread_rows::record(conn, cid, event, ch)?;
-            thread_rows::record_arrival(conn, cid, event, ch, wctx.now_micros)?;
+            let placed = thread_rows::record(conn, cid, event, ch)?;
+            thread_rows::record_arrival(conn, cid, &placed, ch, wctx.now_micros)?;
             Ok(Vec::new())
         }
         _ => Ok(Vec::new()),

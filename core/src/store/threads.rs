@@ -97,16 +97,32 @@ pub fn insert_loaded(conn: &mut Conn<'_>, rows: &[LoadedRow]) -> Result<(), Reas
     Ok(())
 }
 
+/// Where [`record`] placed an event, for [`record_arrival`] (which would otherwise
+/// read back the row just written: one statement per message on the writer's path).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placed {
+    pub root_id: Option<String>,
+    pub depth: i32,
+    pub broadcast: bool,
+}
+
+impl Placed {
+    /// NIP-CW: depth 0, or a broadcast depth-1 reply (as [`ThreadRow::is_top_level`]).
+    pub fn is_top_level(&self) -> bool {
+        self.depth == 0 || (self.depth == 1 && self.broadcast)
+    }
+}
+
 /// Compute and store the metadata of a just-stored conversation event.
 pub fn record(
     conn: &mut Conn<'_>,
     community_id: i64,
     event: &Event,
     channel_id: &str,
-) -> Result<(), Reason> {
+) -> Result<Placed, Reason> {
     let broadcast = is_broadcast(event);
     let Some(parent_id) = reply_parent(event) else {
-        return insert(
+        insert(
             conn,
             community_id,
             event,
@@ -116,7 +132,12 @@ pub fn record(
             0,
             broadcast,
             "/".into(),
-        );
+        )?;
+        return Ok(Placed {
+            root_id: None,
+            depth: 0,
+            broadcast,
+        });
     };
     let parent: Option<(Option<String>, Option<i64>, String, i64)> =
         with_conn!(conn, |c| events::table
@@ -220,7 +241,11 @@ pub fn record(
     )
     .set(thread_metadata::last_reply_at.eq(event.created_at))
     .execute(c))?;
-    Ok(())
+    Ok(Placed {
+        root_id: Some(root),
+        depth,
+        broadcast,
+    })
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -307,17 +332,14 @@ pub fn on_deleted(conn: &mut Conn<'_>, community_id: i64, event_id: &str) -> Res
 pub fn record_arrival(
     conn: &mut Conn<'_>,
     community_id: i64,
-    event: &Event,
+    placed: &Placed,
     channel_id: &str,
     received_at: i64,
 ) -> Result<(), Reason> {
-    let Some(row) = load(conn, community_id, &event.id)? else {
-        return Ok(());
-    };
-    if row.is_top_level() {
+    if placed.is_top_level() {
         super::channel_state::note_timeline_arrival(conn, community_id, channel_id, received_at)?;
     }
-    if let Some(root) = &row.root_id {
+    if let Some(root) = &placed.root_id {
         with_conn!(conn, |c| diesel::update(
             thread_metadata::table
                 .filter(thread_metadata::community_id.eq(community_id))
