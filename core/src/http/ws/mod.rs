@@ -486,6 +486,7 @@ impl Connection {
         // that bound, so live events still find room while an answer streams.
         let page_budget = (self.state.services.settings.limits.max_outbound_bytes / 4).max(1);
         let mut answered = Answered::new();
+        let prefix = messages::event_prefix(&sub_id);
         loop {
             let page_bytes = result.stored.next_page_bytes(page_budget);
             if page_bytes == 0 {
@@ -494,11 +495,11 @@ impl Connection {
             let Some(mut reserved) = self.out.reserve(page_bytes).await else {
                 return self.live.remove(key);
             };
-            match result.stored.next_page(page_budget).await {
+            match result.stored.next_wire_page(page_budget).await {
                 Ok(Some(page)) => {
                     for event in &page {
                         answered.push(&event.id);
-                        let text = messages::event(&sub_id, event);
+                        let text = messages::event_frame(&prefix, &event.json);
                         if !self.out.send_reserved(text, &mut reserved).await {
                             return self.live.remove(key);
                         }
