@@ -5,7 +5,7 @@
 //   node read-load.mjs --relay-bin ../../target/release/buzz-relay \
 //       [--peer-bin ~/.cargo/bin/nostr-rs-relay] [--notes 20000] [--requests 4000] \
 //       [--connections 4] [--database-url postgres://postgres@127.0.0.1:5432/<scratch>] \
-//       [--notes-file /tmp/notes.json]
+//       [--notes-file /tmp/notes.json] [--shape "kinds"] [--single 500]
 //
 // 1. signs --notes kind-1 notes (200 authors, 100 `t` topics, created over the last ten
 //    minutes) and publishes the same notes to every relay;
@@ -14,6 +14,7 @@
 //    connection (REQ, wait for EOSE, CLOSE);
 // 3. runs --requests REQs of the four shapes in turn over --connections connections, each
 //    connection one REQ at a time (closed loop);
+// (--shape TEXT keeps only the shapes whose label contains TEXT, for profiling one of them)
 // and prints, per relay and run, queries/s, p50/p99 from REQ to EOSE, and the relay's CPU
 // per query (utime + stime from /proc/<pid>/stat), then each buzz figure as a ratio of the
 // peer's.
@@ -175,7 +176,12 @@ const row = (label, r) =>
 
 async function main() {
   const data = loadOrSignNotes();
-  const relays = [await startBuzz(args["relay-bin"], args["database-url"])];
+  // Notes kept in --notes-file age: buzz refuses a created_at further than
+  // `limits.max_clock_skew_secs` (900) from its clock, so the bound is widened to their age.
+  const oldest = Math.min(...data.events.map((e) => e.created_at));
+  const skew = Math.max(900, Math.floor(Date.now() / 1000) - oldest + 900);
+  const env = { BUZZ__LIMITS__MAX_CLOCK_SKEW_SECS: String(skew) };
+  const relays = [await startBuzz(args["relay-bin"], args["database-url"], env)];
   if (args["peer-bin"]) relays.push(await startPeer(args["peer-bin"]));
   const results = {};
   try {
@@ -185,7 +191,10 @@ async function main() {
       console.log(`${relay.name}: published in ${((performance.now() - t) / 1000).toFixed(1)} s`);
     }
     await sleep(1000);
-    const byShape = shapes(data);
+    const byShape = Object.fromEntries(
+      Object.entries(shapes(data)).filter(([label]) => !args.shape || label.includes(args.shape)),
+    );
+    if (!Object.keys(byShape).length) throw new Error(`--shape ${args.shape} matches no shape`);
     for (const relay of relays) {
       results[relay.name] = {};
       // Warm-up: caches and prepared statements, not measured.
@@ -197,7 +206,7 @@ async function main() {
       }
       const mixed = await measure(relay, Object.values(byShape), requests, connections);
       results[relay.name].mixed = mixed;
-      console.log(row(`${relay.name}: 4 shapes, ${connections} connections`, mixed));
+      console.log(row(`${relay.name}: ${Object.keys(byShape).length} shapes, ${connections} connections`, mixed));
     }
     if (results["nostr-rs-relay"]) {
       console.log("\nbuzz / nostr-rs-relay (queries/s ratio, CPU per query ratio, p99/p50 of buzz):");

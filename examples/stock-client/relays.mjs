@@ -47,7 +47,7 @@ export async function waitForRelay(url, child) {
 }
 
 // A relay process of ours, on a fresh data directory and a free port.
-export async function startBuzz(bin, databaseUrl) {
+export async function startBuzz(bin, databaseUrl, extraEnv = {}) {
   const dir = mkdtempSync(join(tmpdir(), "buzz-read-load-"));
   const port = await freePort();
   const env = {
@@ -57,6 +57,7 @@ export async function startBuzz(bin, databaseUrl) {
     BUZZ__STORAGE__DATABASE_URL: databaseUrl ?? `sqlite://${dir}/buzz.db`,
     BUZZ__METRICS__ENABLED: "false",
     RUST_LOG: "warn",
+    ...extraEnv,
   };
   const child = spawn(bin, [], { cwd: dir, env, stdio: ["ignore", "ignore", "inherit"] });
   const url = `ws://127.0.0.1:${port}/`;

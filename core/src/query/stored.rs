@@ -1,7 +1,7 @@
 //! Core's part of a query answer, read from the store a page at a time.
 
 use crate::error::Reason;
-use crate::store::{load_events, EventKey, Store};
+use crate::store::{load_events, load_wire_events, EventKey, Store, WireEvent};
 use buzz_nostr::event::Event;
 
 /// Most rows one page reads (each is one SQL parameter).
@@ -63,16 +63,39 @@ impl StoredAnswer {
     /// were read. An event deleted since the query matched is skipped (a page may then
     /// be empty).
     pub async fn next_page(&mut self, budget: usize) -> Result<Option<Vec<Event>>, Reason> {
-        let (end, _) = self.page_end(budget);
-        if end == self.next {
+        let Some(seqs) = self.take_page(budget) else {
             return Ok(None);
-        }
-        let seqs: Vec<i64> = self.keys[self.next..end].iter().map(|k| k.seq).collect();
-        self.next = end;
+        };
         let community_id = self.community_id;
         self.store
             .read(move |mut conn| load_events(&mut conn, community_id, &seqs))
             .await
             .map(Some)
+    }
+
+    /// [`Self::next_page`] as each event's wire JSON (what a REQ answer sends).
+    pub async fn next_wire_page(
+        &mut self,
+        budget: usize,
+    ) -> Result<Option<Vec<WireEvent>>, Reason> {
+        let Some(seqs) = self.take_page(budget) else {
+            return Ok(None);
+        };
+        let community_id = self.community_id;
+        self.store
+            .read(move |mut conn| load_wire_events(&mut conn, community_id, &seqs))
+            .await
+            .map(Some)
+    }
+
+    /// The next page's sequence numbers, marked read; `None` when all were read.
+    fn take_page(&mut self, budget: usize) -> Option<Vec<i64>> {
+        let (end, _) = self.page_end(budget);
+        if end == self.next {
+            return None;
+        }
+        let seqs: Vec<i64> = self.keys[self.next..end].iter().map(|k| k.seq).collect();
+        self.next = end;
+        Some(seqs)
     }
 }

@@ -36,8 +36,8 @@ pub use events::{
 pub use identity::recorded_identity;
 pub use migrate::{MigrationId, MigrationSet, MigrationStatus, Migrations};
 pub use query::{
-    count_matching, load_events, query_events, query_keys, query_stamps, row_to_event,
-    ChannelScope, ChannelSet, EventKey, EventRow, Scope,
+    count_matching, load_events, load_wire_events, query_events, query_keys, query_stamps,
+    row_to_event, ChannelScope, ChannelSet, EventKey, EventRow, Scope, WireEvent,
 };
 pub use stats::{community_stats, CommunityStats};
 

@@ -113,7 +113,24 @@ pub(crate) fn ok(id: &str, accepted: bool, message: &str) -> String {
 }
 
 pub(crate) fn event(sub_id: &str, event: &Event) -> String {
-    json!(["EVENT", sub_id, event]).to_string()
+    // Straight to text: `json!` would first copy every field and tag into a `Value`.
+    // Serializing strings and numbers into memory cannot fail.
+    serde_json::to_string(&("EVENT", sub_id, event)).unwrap_or_default()
+}
+
+/// The start of every EVENT frame of subscription `sub_id`: `["EVENT","<sub_id>",`.
+pub(crate) fn event_prefix(sub_id: &str) -> String {
+    let sub = serde_json::to_string(sub_id).unwrap_or_default();
+    format!("[\"EVENT\",{sub},")
+}
+
+/// An EVENT frame from its `prefix` ([`event_prefix`]) and the event's JSON object.
+pub(crate) fn event_frame(prefix: &str, event_json: &str) -> String {
+    let mut frame = String::with_capacity(prefix.len() + event_json.len() + 1);
+    frame.push_str(prefix);
+    frame.push_str(event_json);
+    frame.push(']');
+    frame
 }
 
 pub(crate) fn eose(sub_id: &str) -> String {
@@ -139,4 +156,23 @@ pub(crate) fn notice(message: &str) -> String {
 
 pub(crate) fn auth_challenge(challenge: &str) -> String {
     json!(["AUTH", challenge]).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use buzz_nostr::keys::Keys;
+
+    /// A frame built from the prefix and the event's JSON is the frame built whole, and
+    /// both read back as `["EVENT", sub_id, event]`.
+    #[test]
+    fn frames_agree() {
+        let signed = Keys::generate().sign(1, vec![vec!["t".into(), "x".into()]], "a \"b\"\n", 1);
+        let sub = "sub \"1\" \\ é";
+        let json = serde_json::to_string(&signed).expect("event");
+        let frame = event_frame(&event_prefix(sub), &json);
+        assert_eq!(frame, event(sub, &signed));
+        let back: (String, String, Event) = serde_json::from_str(&frame).expect("frame");
+        assert_eq!(back, ("EVENT".to_owned(), sub.to_owned(), signed));
+    }
 }

@@ -13,8 +13,10 @@
 //!
 //! Live events come from the process's [`Fanout`], which hands a connection only the
 //! events its subscriptions match; the filters of one connection's open subscriptions
-//! are bounded in bytes (`limits.max_filter_bytes`).
+//! are bounded in bytes (`limits.max_filter_bytes`). A subscription listens before its
+//! stored answer is read and drops a live event its answer already sent (`answered.rs`).
 
+mod answered;
 mod events;
 mod messages;
 mod outbound;
@@ -32,6 +34,7 @@ use crate::stored::StoredEvent;
 use actix_web::body::{BodyStream, BoxBody};
 use actix_web::{web, HttpRequest, HttpResponse};
 use actix_ws::{AggregatedMessage, CloseCode, CloseReason};
+use answered::Answered;
 use buzz_nostr::event::Event;
 use buzz_nostr::filter::Filter;
 use buzz_nostr::kinds::changes_access;
@@ -203,6 +206,8 @@ struct Connection {
 struct Sub {
     key: SubKey,
     filter_bytes: usize,
+    /// The ids its stored answer sent, while a live copy of one may still arrive.
+    answered: Option<Answered>,
 }
 
 impl Connection {
@@ -481,6 +486,8 @@ impl Connection {
         // holds its pages' bytes within its outbound bound too. A page is a quarter of
         // that bound, so live events still find room while an answer streams.
         let page_budget = (self.state.services.settings.limits.max_outbound_bytes / 4).max(1);
+        let mut answered = Answered::new();
+        let prefix = messages::event_prefix(&sub_id);
         loop {
             let page_bytes = result.stored.next_page_bytes(page_budget);
             if page_bytes == 0 {
@@ -489,10 +496,11 @@ impl Connection {
             let Some(mut reserved) = self.out.reserve(page_bytes).await else {
                 return self.live.remove(key);
             };
-            match result.stored.next_page(page_budget).await {
+            match result.stored.next_wire_page(page_budget).await {
                 Ok(Some(page)) => {
                     for event in &page {
-                        let text = messages::event(&sub_id, event);
+                        answered.push(&event.id);
+                        let text = messages::event_frame(&prefix, &event.json);
                         if !self.out.send_reserved(text, &mut reserved).await {
                             return self.live.remove(key);
                         }
@@ -507,6 +515,9 @@ impl Connection {
                 }
             }
         }
+        for event in &result.events {
+            answered.push(&event.id);
+        }
         if !self.send_events(&sub_id, &result.events).await
             || !self.out.send_answer(messages::eose(&sub_id)).await
         {
@@ -514,7 +525,15 @@ impl Connection {
         }
         self.by_key.insert(key, sub_id.clone());
         self.filter_bytes += filter_bytes;
-        self.subs.insert(sub_id, Sub { key, filter_bytes });
+        let answered = answered.seal();
+        self.subs.insert(
+            sub_id,
+            Sub {
+                key,
+                filter_bytes,
+                answered,
+            },
+        );
     }
 
     /// Queue a REQ's events, waiting for room; `false`: the client is gone or too slow.
@@ -587,11 +606,21 @@ impl Connection {
         if !self.state.services.access.can_see(scope, event) {
             return;
         }
+        let now = Instant::now();
         for key in &delivery.subs {
             // A key without an id: closed or replaced since, or not yet past its EOSE.
-            if let Some(sub_id) = self.by_key.get(key) {
-                self.out.send(messages::event(sub_id, &event.event));
+            let Some(sub_id) = self.by_key.get(key) else {
+                continue;
+            };
+            if let Some(sub) = self.subs.get_mut(sub_id) {
+                match &sub.answered {
+                    Some(answered) if answered.expired(now) => sub.answered = None,
+                    // Its stored answer sent this event already.
+                    Some(answered) if answered.holds(&event.event.id) => continue,
+                    _ => {}
+                }
             }
+            self.out.send(messages::event(sub_id, &event.event));
         }
     }
 }
