@@ -189,7 +189,7 @@ fn code_occurrences(dir: &str, needle: &str) -> Vec<String> {
     occurrences(&[dir], needle, &["rs"])
         .into_iter()
         .filter(|hit| {
-            let line = hit.splitn(3, ": ").nth(1).unwrap_or_default();
+            let line = hit.split_once(": ").map_or("", |(_, line)| line);
             !line.starts_with("//")
         })
         .collect()
