@@ -15,11 +15,18 @@
 //! events its subscriptions match; the filters of one connection's open subscriptions
 //! are bounded in bytes (`limits.max_filter_bytes`). A subscription listens before its
 //! stored answer is read and drops a live event its answer already sent (`answered.rs`).
+//!
+//! This file holds the connection and its read loop; per verb: `req.rs` (REQ, CLOSE),
+//! `events.rs` (EVENT), `auth.rs` (AUTH and the read scope), `live.rs` (deliveries),
+//! `verbs.rs` (COUNT and plugin verbs); `messages.rs` the relay's message text.
 
 mod answered;
+mod auth;
 mod events;
+mod live;
 mod messages;
 mod outbound;
+mod req;
 mod salvage;
 mod verbs;
 
@@ -27,7 +34,7 @@ use super::socket::SocketHandle;
 use super::{AppState, RequestCtx};
 use crate::ctx::{ConnCtx, Transport};
 use crate::error::Reason;
-use crate::live::{Delivery, Fanout, LiveInbox, SubKey};
+use crate::live::{Fanout, LiveInbox, SubKey};
 use crate::plugin::Services;
 use crate::store::Scope;
 use crate::stored::StoredEvent;
@@ -36,7 +43,6 @@ use actix_web::{web, HttpRequest, HttpResponse};
 use actix_ws::{AggregatedMessage, CloseCode, CloseReason};
 use answered::Answered;
 use buzz_nostr::event::Event;
-use buzz_nostr::filter::Filter;
 use buzz_nostr::kinds::changes_access;
 use buzz_nostr::nip42;
 use events::EventRunner;
@@ -412,215 +418,5 @@ impl Connection {
             }
         };
         self.events.submit(self.ctx.clone(), event, permit);
-    }
-
-    /// Forget subscription `sub_id` (if open).
-    fn close_sub(&mut self, sub_id: &str) {
-        if let Some(sub) = self.subs.remove(sub_id) {
-            self.live.remove(sub.key);
-            self.by_key.remove(&sub.key);
-            self.filter_bytes -= sub.filter_bytes;
-        }
-    }
-
-    /// Refuse a REQ: it ends any subscription of that id.
-    fn refuse_req(&mut self, sub_id: &str, reason: &Reason) {
-        self.close_sub(sub_id);
-        self.out.send(messages::closed(sub_id, &reason.wire_text()));
-    }
-
-    async fn serve_req(&mut self, sub_id: String, raw: Vec<Value>, filter_bytes: usize) {
-        let limits = &self.state.services.settings.limits;
-        let (max_subs, max_filter_bytes) = (limits.max_subscriptions, limits.max_filter_bytes);
-        if !self.subs.contains_key(&sub_id) && self.subs.len() >= max_subs {
-            let reason = Reason::RateLimited(format!("at most {max_subs} open subscriptions"));
-            self.out
-                .send(messages::closed(&sub_id, &reason.wire_text()));
-            return;
-        }
-        // A REQ with an open id replaces that subscription: its bytes are given back.
-        let replaced = self.subs.get(&sub_id).map_or(0, |s| s.filter_bytes);
-        if self.filter_bytes - replaced + filter_bytes > max_filter_bytes {
-            let reason = Reason::invalid(format!(
-                "the filters of this connection's subscriptions would exceed \
-                 {max_filter_bytes} bytes (max_filter_bytes)"
-            ));
-            return self.refuse_req(&sub_id, &reason);
-        }
-        let prepared = match Filter::parse_many(&raw) {
-            Ok(filters) => self.state.query.prepare(&self.ctx, filters).await,
-            Err(refusal) => Err(refusal.into()),
-        };
-        let prepared = match prepared {
-            Ok(prepared) => prepared,
-            Err(reason) => return self.refuse_req(&sub_id, &reason),
-        };
-        self.close_sub(&sub_id);
-        // Listen before querying, so nothing stored meanwhile is missed; the scope may
-        // be stale after a time without subscriptions.
-        let was_idle = self.live.is_idle();
-        let key = self
-            .live
-            .add_conditioned(prepared.live_filters(), prepared.live_claimed());
-        if was_idle {
-            self.refresh_scope().await;
-        }
-        let result = match self.state.query.execute(&self.ctx, prepared).await {
-            Ok(result) if result.object.is_some() => Err(Reason::invalid(
-                "this request is only served by POST /query",
-            )),
-            other => other,
-        };
-        let mut result = match result {
-            Ok(result) => result,
-            Err(reason) => {
-                self.live.remove(key);
-                self.out
-                    .send(messages::closed(&sub_id, &reason.wire_text()));
-                return;
-            }
-        };
-        // Stream core's events a page at a time within the outbound bound, then the
-        // plugins' events, then EOSE; the subscription is live from then on.
-        // Each page's room is taken before it is read, so a client that does not read
-        // holds its pages' bytes within its outbound bound too. A page is a quarter of
-        // that bound, so live events still find room while an answer streams.
-        let page_budget = (self.state.services.settings.limits.max_outbound_bytes / 4).max(1);
-        let mut answered = Answered::new();
-        let prefix = messages::event_prefix(&sub_id);
-        loop {
-            let page_bytes = result.stored.next_page_bytes(page_budget);
-            if page_bytes == 0 {
-                break;
-            }
-            let Some(mut reserved) = self.out.reserve(page_bytes).await else {
-                return self.live.remove(key);
-            };
-            match result.stored.next_wire_page(page_budget).await {
-                Ok(Some(page)) => {
-                    for event in &page {
-                        answered.push(&event.id);
-                        let text = messages::event_frame(&prefix, &event.json);
-                        if !self.out.send_reserved(text, &mut reserved).await {
-                            return self.live.remove(key);
-                        }
-                    }
-                }
-                Ok(None) => break,
-                Err(reason) => {
-                    self.live.remove(key);
-                    self.out
-                        .send(messages::closed(&sub_id, &reason.wire_text()));
-                    return;
-                }
-            }
-        }
-        for event in &result.events {
-            answered.push(&event.id);
-        }
-        if !self.send_events(&sub_id, &result.events).await
-            || !self.out.send_answer(messages::eose(&sub_id)).await
-        {
-            return self.live.remove(key);
-        }
-        self.by_key.insert(key, sub_id.clone());
-        self.filter_bytes += filter_bytes;
-        let answered = answered.seal();
-        self.subs.insert(
-            sub_id,
-            Sub {
-                key,
-                filter_bytes,
-                answered,
-            },
-        );
-    }
-
-    /// Queue a REQ's events, waiting for room; `false`: the client is gone or too slow.
-    async fn send_events(&self, sub_id: &str, events: &[Event]) -> bool {
-        for event in events {
-            if !self.out.send_answer(messages::event(sub_id, event)).await {
-                return false;
-            }
-        }
-        true
-    }
-
-    async fn on_auth(&mut self, value: Value) {
-        let id = value
-            .get("id")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_owned();
-        let result = serde_json::from_value::<Event>(value)
-            .map_err(|e| Reason::invalid(format!("not a Nostr event: {e}")))
-            .and_then(|event| {
-                let now = self.state.services.clock.now_secs();
-                nip42::verify(&event, &self.challenge, &self.relay_url, now)
-                    .map(|()| event.pubkey)
-                    .map_err(Reason::from)
-            });
-        match result {
-            Ok(pubkey) => {
-                self.ctx.pubkey = Some(pubkey);
-                self.refresh_scope().await;
-                self.out.send(messages::ok(&id, true, ""));
-            }
-            Err(reason) => self.out.send(messages::ok(&id, false, &reason.wire_text())),
-        }
-    }
-
-    async fn refresh_scope(&mut self) {
-        let scope = self.state.services.access.read_scope(&self.ctx).await;
-        self.set_scope(scope);
-    }
-
-    /// After an access change passed by: the cached decisions brought forward by it.
-    async fn refresh_live_scope(&mut self) {
-        let scope = self.state.services.access.live_scope(&self.ctx).await;
-        self.set_scope(scope);
-    }
-
-    fn set_scope(&mut self, scope: Result<Scope, Reason>) {
-        match scope {
-            Ok(scope) => self.scope = Some(scope),
-            Err(reason) => {
-                // Without a scope nothing live is delivered (fail closed).
-                self.scope = None;
-                self.out.send(messages::notice(&reason.wire_text()));
-            }
-        }
-    }
-
-    async fn on_live(&mut self, delivery: Delivery) {
-        let event = &delivery.event;
-        // Membership, channel and sanction changes (and policy reloads) change what this
-        // caller may read: recompute before delivering anything else, so a revoked
-        // reader stops receiving immediately.
-        let generation = self.state.services.access.policy_generation();
-        if changes_access(event.event.kind) || generation != self.policy_generation {
-            self.policy_generation = generation;
-            self.refresh_live_scope().await;
-        }
-        let Some(scope) = &self.scope else { return };
-        if !self.state.services.access.can_see(scope, event) {
-            return;
-        }
-        let now = Instant::now();
-        for key in &delivery.subs {
-            // A key without an id: closed or replaced since, or not yet past its EOSE.
-            let Some(sub_id) = self.by_key.get(key) else {
-                continue;
-            };
-            if let Some(sub) = self.subs.get_mut(sub_id) {
-                match &sub.answered {
-                    Some(answered) if answered.expired(now) => sub.answered = None,
-                    // Its stored answer sent this event already.
-                    Some(answered) if answered.holds(&event.event.id) => continue,
-                    _ => {}
-                }
-            }
-            self.out.send(messages::event(sub_id, &event.event));
-        }
     }
 }

@@ -1,0 +1,42 @@
+//! Live deliveries to one connection: access changes first, then each subscription the
+//! event matches and its reader may read, never one its stored answer already sent.
+
+use super::messages;
+use super::Connection;
+use crate::live::Delivery;
+use buzz_nostr::kinds::changes_access;
+use std::time::Instant;
+
+impl Connection {
+    pub(super) async fn on_live(&mut self, delivery: Delivery) {
+        let event = &delivery.event;
+        // Membership, channel and sanction changes (and policy reloads) change what this
+        // caller may read: recompute before delivering anything else, so a revoked
+        // reader stops receiving immediately.
+        let generation = self.state.services.access.policy_generation();
+        if changes_access(event.event.kind) || generation != self.policy_generation {
+            self.policy_generation = generation;
+            self.refresh_live_scope().await;
+        }
+        let Some(scope) = &self.scope else { return };
+        if !self.state.services.access.can_see(scope, event) {
+            return;
+        }
+        let now = Instant::now();
+        for key in &delivery.subs {
+            // A key without an id: closed or replaced since, or not yet past its EOSE.
+            let Some(sub_id) = self.by_key.get(key) else {
+                continue;
+            };
+            if let Some(sub) = self.subs.get_mut(sub_id) {
+                match &sub.answered {
+                    Some(answered) if answered.expired(now) => sub.answered = None,
+                    // Its stored answer sent this event already.
+                    Some(answered) if answered.holds(&event.event.id) => continue,
+                    _ => {}
+                }
+            }
+            self.out.send(messages::event(sub_id, &event.event));
+        }
+    }
+}
