@@ -30,17 +30,30 @@ impl Settings {
     /// environment and its `aliases`. Plugin sections are as written: the plugin catalog
     /// completes them (`PluginCatalog::load_settings`, what the binary calls).
     pub fn load(path: Option<&Path>, aliases: &[EnvAlias]) -> anyhow::Result<Settings> {
-        let file = match path {
-            Some(p) => {
-                if !p.exists() {
-                    anyhow::bail!("config file {} does not exist", p.display());
-                }
-                Some(p.to_path_buf())
-            }
-            None => Some(PathBuf::from("config.toml")).filter(|p| p.exists()),
-        };
+        let file = Self::file_to_read(path)?;
         let env: HashMap<String, String> = std::env::vars().collect();
         Self::load_from(file.as_deref(), &env, aliases)
+    }
+
+    /// The file [`Settings::load`] reads for `path`: `path` itself (which must exist),
+    /// else `./config.toml` when present, else none (built-in defaults).
+    pub fn file_to_read(path: Option<&Path>) -> anyhow::Result<Option<PathBuf>> {
+        match path {
+            Some(p) if !p.exists() => anyhow::bail!("config file {} does not exist", p.display()),
+            Some(p) => Ok(Some(p.to_path_buf())),
+            None => Ok(Some(PathBuf::from("config.toml")).filter(|p| p.exists())),
+        }
+    }
+
+    /// What a failure while reading `file` is about, for error messages.
+    pub fn source_label(file: Option<&Path>) -> String {
+        match file {
+            Some(p) => {
+                let shown = std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+                format!("configuration {}", shown.display())
+            }
+            None => "built-in configuration".to_owned(),
+        }
     }
 
     /// Like [`Settings::load`], with the environment supplied as a map (tests pass their
@@ -53,10 +66,7 @@ impl Settings {
         // Absolute, so that paths resolved against its directory are absolute too.
         let file = file.map(std::path::absolute).transpose()?;
         let file = file.as_deref();
-        Self::read(file, env, aliases).with_context(|| match file {
-            Some(p) => format!("configuration {}", p.display()),
-            None => "built-in configuration".to_owned(),
-        })
+        Self::read(file, env, aliases).with_context(|| Self::source_label(file))
     }
 
     fn read(

@@ -13,8 +13,9 @@ impl PluginCatalog {
     /// [`Settings::load`] for this binary: plugin aliases applied, plugin sections
     /// checked and completed (one per built plugin).
     pub fn load_settings(&self, path: Option<&Path>) -> anyhow::Result<Settings> {
-        let settings = Settings::load(path, &self.env_aliases())?;
-        self.completed(settings, path)
+        let file = Settings::file_to_read(path)?;
+        let settings = Settings::load(file.as_deref(), &self.env_aliases())?;
+        self.completed(settings, file.as_deref())
     }
 
     /// [`Settings::load_from`] for this binary (tests pass their own environment).
@@ -43,10 +44,7 @@ impl PluginCatalog {
     fn completed(&self, mut settings: Settings, file: Option<&Path>) -> anyhow::Result<Settings> {
         settings.plugins = self
             .complete(&settings.plugins)
-            .with_context(|| match file {
-                Some(p) => format!("configuration {}", p.display()),
-                None => "built-in configuration".to_owned(),
-            })?;
+            .with_context(|| Settings::source_label(file))?;
         Ok(settings)
     }
 }

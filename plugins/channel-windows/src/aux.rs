@@ -53,16 +53,17 @@ pub(crate) fn scan(
     community_id: i64,
     targets: &[String],
     limit: AuxLimit<'_>,
+    now: i64,
 ) -> Result<AuxCandidates, Reason> {
     if targets.is_empty() {
         return Ok(AuxCandidates::default());
     }
-    let hop1 = hop(conn, community_id, targets, &HOP1_KINDS, limit)?;
+    let hop1 = hop(conn, community_id, targets, &HOP1_KINDS, limit, now)?;
     let hop1_ids: Vec<String> = hop1.iter().map(|r| r.id.clone()).collect();
     let hop2 = if hop1_ids.is_empty() {
         Vec::new()
     } else {
-        hop(conn, community_id, &hop1_ids, &HOP2_KINDS, limit)?
+        hop(conn, community_id, &hop1_ids, &HOP2_KINDS, limit, now)?
     };
     Ok(AuxCandidates { hop1, hop2 })
 }
@@ -73,6 +74,7 @@ fn hop(
     targets: &[String],
     kinds: &[i32],
     limit: AuxLimit<'_>,
+    now: i64,
 ) -> Result<Vec<EventRow>, Reason> {
     let mut found = Vec::new();
     // An event whose `e` tags name targets in two chunks is read twice; keep it once.
@@ -92,7 +94,7 @@ fn hop(
                 i64::try_from(meter.rows_left().saturating_add(1)).unwrap_or(i64::MAX)
             }
         };
-        rows::targeting(conn, community_id, chunk, kinds, take, &mut |row| {
+        rows::targeting(conn, community_id, chunk, kinds, take, now, &mut |row| {
             if let AuxLimit::Metered(meter) = limit {
                 meter.raw_row(row.content.len() + row.tags.len())?;
                 meter.on_time()?;

@@ -39,11 +39,12 @@ pub(crate) async fn serve(
     }
     let mut readable = Readable::from_scope(&scope, Some(&wanted));
     let community_id = ctx.community_id();
+    let now = services.clock.now_secs();
     let built = {
         let request = request.clone();
         services
             .store
-            .read(move |mut conn| build(&mut conn, community_id, &request))
+            .read(move |mut conn| build(&mut conn, community_id, &request, now))
             .await?
     };
     readable
@@ -76,6 +77,7 @@ fn build(
     conn: &mut Conn<'_>,
     community_id: i64,
     request: &ChannelRequest,
+    now: i64,
 ) -> Result<Built, Reason> {
     let probe = rows::channel_rows(
         conn,
@@ -84,6 +86,7 @@ fn build(
         request.kinds.as_deref(),
         request.cursor.as_ref(),
         i64::try_from(request.limit + 1).unwrap_or(i64::MAX),
+        now,
     )?;
     let page = Page::from_probe(probe, request.limit);
     let ids = page.row_ids();
@@ -93,7 +96,7 @@ fn build(
         Vec::new()
     };
     let aux = if request.include_aux {
-        aux::scan(conn, community_id, &ids, AuxLimit::PerHop(PER_HOP_CAP))?
+        aux::scan(conn, community_id, &ids, AuxLimit::PerHop(PER_HOP_CAP), now)?
     } else {
         AuxCandidates::default()
     };

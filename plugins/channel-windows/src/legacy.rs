@@ -40,6 +40,7 @@ pub(crate) async fn serve(
     let mut readable = Readable::from_scope(&scope, Some(&wanted));
 
     let request = request.clone();
+    let now = services.clock.now_secs();
     let (replies, aux) = services
         .store
         .read(move |mut conn| {
@@ -51,6 +52,7 @@ pub(crate) async fn serve(
                 kinds: None,
                 max_depth: request.max_depth,
                 take: i64::try_from(request.limit).unwrap_or(i64::MAX),
+                now,
             };
             let replies = reconstruct(scan.oldest_first(&mut conn, &request.cursor)?);
             let aux = if request.include_aux {
@@ -61,6 +63,7 @@ pub(crate) async fn serve(
                     community_id,
                     &targets,
                     AuxLimit::PerHop(PER_HOP_CAP),
+                    now,
                 )?
             } else {
                 AuxCandidates::default()

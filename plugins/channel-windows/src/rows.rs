@@ -48,6 +48,7 @@ pub(crate) fn channel_rows(
     kinds: Option<&[u32]>,
     cursor: Option<&Cursor>,
     take: i64,
+    now: i64,
 ) -> Result<Vec<EventRow>, Reason> {
     if kinds.is_some_and(<[u32]>::is_empty) {
         // `kinds: []` matches nothing (NIP-01); the window is served, empty.
@@ -64,6 +65,8 @@ pub(crate) fn channel_rows(
             .filter(events::community_id.eq(community_id))
             .filter(events::channel_id.eq(channel))
             .filter(events::deleted_at.is_null())
+            // NIP-40: an expired message is not served (as core's REQ does not).
+            .filter(events::expires_at.is_null().or(events::expires_at.gt(now)))
             .filter(diesel::dsl::exists(
                 event_tags::table
                     .filter(event_tags::event_seq.eq(events::seq))
@@ -122,6 +125,8 @@ pub(crate) struct ReplyScan<'a> {
     pub(crate) kinds: Option<&'a [u32]>,
     pub(crate) max_depth: i64,
     pub(crate) take: i64,
+    /// Relay time (unix seconds): replies expired by then (NIP-40) are not read.
+    pub(crate) now: i64,
 }
 
 /// The predicates both reply scans share (root, channel, depth 1..=max, not deleted,
@@ -142,6 +147,11 @@ macro_rules! replies_of {
             .filter(thread_metadata::depth.between(1, $max_depth))
             .filter(events::channel_id.eq($scan.channel))
             .filter(events::deleted_at.is_null())
+            .filter(
+                events::expires_at
+                    .is_null()
+                    .or(events::expires_at.gt($scan.now)),
+            )
             .select(EventRow::as_select())
             .into_boxed();
         if let Some(kinds) = $kinds {
@@ -297,6 +307,7 @@ pub(crate) fn targeting(
     targets: &[String],
     kinds: &[i32],
     take: i64,
+    now: i64,
     visit: &mut dyn FnMut(EventRow) -> Result<(), Reason>,
 ) -> Result<(), Reason> {
     with_conn!(conn, |c| {
@@ -307,6 +318,8 @@ pub(crate) fn targeting(
             .filter(event_tags::value.eq_any(targets))
             .filter(events::community_id.eq(community_id))
             .filter(events::kind.eq_any(kinds))
+            // NIP-40: expired reactions and edits are not served, nor followed.
+            .filter(events::expires_at.is_null().or(events::expires_at.gt(now)))
             .limit(take)
             .select(EventRow::as_select())
             .load_iter::<EventRow, DefaultLoadingMode>(c)?;

@@ -66,6 +66,7 @@ impl<'a> ThreadBatch<'a> {
             return Ok(Vec::new());
         }
         let community_id = self.ctx.community_id();
+        let now = self.services.clock.now_secs();
         let built = {
             let request = request.clone();
             let meter = self.meter.clone();
@@ -77,7 +78,7 @@ impl<'a> ThreadBatch<'a> {
                 &self.meter,
                 self.services.store.read(move |mut conn| {
                     conn.before_deadline(meter.deadline(), cap, "thread window", |conn| {
-                        build(conn, community_id, &request, &meter)
+                        build(conn, community_id, &request, &meter, now)
                     })
                 }),
             )
@@ -154,6 +155,7 @@ fn build(
     community_id: i64,
     request: &ThreadRequest,
     meter: &Meter,
+    now: i64,
 ) -> Result<Option<Built>, Reason> {
     // The root must be a conversation event of this channel. A retained tombstone
     // still anchors its thread; anything else gets no page and no bounds, even if
@@ -172,6 +174,7 @@ fn build(
         kinds: Some(&request.kinds),
         max_depth: i64::try_from(request.depth_limit).unwrap_or(i64::MAX),
         take: i64::try_from(request.limit + 1).unwrap_or(i64::MAX),
+        now,
     };
     let probe = scan.newest_first(conn, request.cursor.as_ref())?;
     // Charged before reconstruction, the probe row included.
@@ -183,7 +186,7 @@ fn build(
     let aux = if request.include_aux {
         let mut targets = vec![request.root.clone()];
         targets.extend(page.row_ids());
-        aux::scan(conn, community_id, &targets, AuxLimit::Metered(meter))?
+        aux::scan(conn, community_id, &targets, AuxLimit::Metered(meter), now)?
     } else {
         AuxCandidates::default()
     };

@@ -23,6 +23,7 @@ both_backends!(
     other_top_level_values_are_plain_filters,
     overlays_are_rejected_at_ingest,
     window_rows_are_a_subset_of_the_plain_h_stream,
+    expired_rows_and_aux_are_not_served,
 );
 
 async fn same_second_burst_pages_every_row_exactly_once(backend: TestBackend, name: &str) {
@@ -605,6 +606,73 @@ async fn window_rows_are_a_subset_of_the_plain_h_stream(backend: TestBackend, na
                 row.kind
             );
         }
+    }
+    relay.stop().await;
+}
+
+/// NIP-40: once a message or a reaction expires, no window serves it — the same rule
+/// as core's REQ.
+async fn expired_rows_and_aux_are_not_served(backend: TestBackend, name: &str) {
+    let Some(relay) = relay(backend, name).await else {
+        return;
+    };
+    let mut alice = User::new(&relay).await;
+    let ch = alice.create_channel(false).await;
+    let t = now();
+    let expires = (t + 2).to_string();
+    let kept = alice.post(&ch, "kept", t - 10).await;
+    let fleeting = alice
+        .publish(alice.sign(
+            9,
+            vec![tag(&["h", &ch]), tag(&["expiration", &expires])],
+            "fleeting",
+            t - 5,
+        ))
+        .await;
+    let reaction = alice
+        .publish(alice.sign(
+            7,
+            vec![
+                tag(&["h", &ch]),
+                tag(&["e", &kept.id]),
+                tag(&["expiration", &expires]),
+            ],
+            "+",
+            t - 4,
+        ))
+        .await;
+    let mut filter = window(&ch, 10, None);
+    filter["include_aux"] = json!(true);
+
+    let before = alice.query(&relay, vec![filter.clone()]).await;
+    let before_ids = ids(&before);
+    for e in [&kept, &fleeting, &reaction] {
+        assert!(
+            before_ids.contains(&e.id),
+            "served before expiry: {}",
+            e.content
+        );
+    }
+
+    // Past the expiration second (NIP-40 compares whole seconds).
+    while now() <= t + 2 {
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    for via in [Via::Http, Via::Ws] {
+        let after = ask(&relay, &mut alice, via, vec![filter.clone()])
+            .await
+            .expect("window");
+        let after_ids = ids(&after);
+        assert!(after_ids.contains(&kept.id), "{via:?}: the live row stays");
+        assert!(
+            !after_ids.contains(&fleeting.id),
+            "{via:?}: an expired row is not served"
+        );
+        assert!(
+            !after_ids.contains(&reaction.id),
+            "{via:?}: an expired reaction is not served as aux"
+        );
+        assert_eq!(of_kind(&after, 9).len(), 1, "{via:?}: one row left");
     }
     relay.stop().await;
 }
