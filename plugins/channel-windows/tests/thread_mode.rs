@@ -14,6 +14,7 @@ both_backends!(
     roots_are_validated,
     grammar_is_strict,
     aux_closure_of_root_and_replies,
+    expired_replies_are_not_served,
 );
 /// The binding `d` tag, computed here from the spec's text, independently of the relay.
 #[allow(clippy::too_many_arguments)]
@@ -364,5 +365,49 @@ async fn aux_closure_of_root_and_replies(backend: TestBackend, name: &str) {
         ids(&[reply, on_root, edit, undo]),
         "replies, hop 1 (the withdrawn reaction is a tombstone), hop 2"
     );
+    relay.stop().await;
+}
+
+/// NIP-40: a reply that has expired leaves the thread window (the same rule as core's
+/// REQ).
+async fn expired_replies_are_not_served(backend: TestBackend, name: &str) {
+    let Some(relay) = relay(backend, name).await else {
+        return;
+    };
+    let mut alice = User::new(&relay).await;
+    let ch = alice.create_channel(false).await;
+    let t = now();
+    let root = alice.post(&ch, "root", t - 20).await;
+    let kept = alice.post_reply(&ch, &root, t - 10).await;
+    let expires = (t + 2).to_string();
+    let fleeting = alice
+        .publish(alice.sign(
+            9,
+            vec![
+                tag(&["h", &ch]),
+                tag(&["e", &root.id, "", "reply"]),
+                tag(&["expiration", &expires]),
+            ],
+            "fleeting",
+            t - 5,
+        ))
+        .await;
+    let window = thread(&ch, &root.id, 10, None);
+    let before = ids(&alice.query(&relay, vec![window.clone()]).await);
+    assert!(before.contains(&kept.id) && before.contains(&fleeting.id));
+
+    while now() <= t + 2 {
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    for via in [Via::Http, Via::Ws] {
+        let after = ids(&ask(&relay, &mut alice, via, vec![window.clone()])
+            .await
+            .expect("thread window"));
+        assert!(after.contains(&kept.id), "{via:?}: the live reply stays");
+        assert!(
+            !after.contains(&fleeting.id),
+            "{via:?}: an expired reply is not served"
+        );
+    }
     relay.stop().await;
 }
