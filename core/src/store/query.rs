@@ -561,15 +561,23 @@ pub fn load_events(
         .filter(events::deleted_at.is_null())
         .select(EventRow::as_select())
         .load(c))?;
-    let mut by_seq: std::collections::HashMap<i64, EventRow> = rows
+    in_seq_order(rows, seqs, |r| (r.seq, r.community_id == community_id))
         .into_iter()
-        .filter(|r| r.community_id == community_id)
-        .map(|r| (r.seq, r))
-        .collect();
-    seqs.iter()
-        .filter_map(|seq| by_seq.remove(seq))
         .map(|r| row_to_event(r).map_err(Reason::from))
         .collect()
+}
+
+/// Rows read by primary key, in the order of `seqs`, keeping those `key` accepts (the
+/// caller's community): `key` gives a row's seq and whether to keep it.
+fn in_seq_order<R>(rows: Vec<R>, seqs: &[i64], key: impl Fn(&R) -> (i64, bool)) -> Vec<R> {
+    let mut by_seq: std::collections::HashMap<i64, R> = rows
+        .into_iter()
+        .filter_map(|r| match key(&r) {
+            (seq, true) => Some((seq, r)),
+            (_, false) => None,
+        })
+        .collect();
+    seqs.iter().filter_map(|seq| by_seq.remove(seq)).collect()
 }
 
 /// A stored event as its NIP-01 JSON object, ready for the wire, and its id.
@@ -643,13 +651,8 @@ pub fn load_wire_events(
         .filter(events::deleted_at.is_null())
         .select(WireRow::as_select())
         .load(c))?;
-    let mut by_seq: std::collections::HashMap<i64, WireRow> = rows
+    in_seq_order(rows, seqs, |r| (r.seq, r.community_id == community_id))
         .into_iter()
-        .filter(|r| r.community_id == community_id)
-        .map(|r| (r.seq, r))
-        .collect();
-    seqs.iter()
-        .filter_map(|seq| by_seq.remove(seq))
         .map(|r| row_to_wire(r).map_err(Reason::from))
         .collect()
 }

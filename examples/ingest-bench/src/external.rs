@@ -5,7 +5,7 @@
 //! `/proc/<pid>/stat` before and after the run, so the figure printed is relay CPU per
 //! accepted event, beside the bare-verify cost measured in this same run.
 
-use crate::inprocess::{presign, publish};
+use crate::inprocess::{presign, publish_all};
 use crate::Args;
 use anyhow::{bail, Context};
 use buzz_core::testkit::BenchStorage;
@@ -118,18 +118,7 @@ pub(super) async fn run(
 
     let before: Vec<u64> = relays.iter().map(|r| cpu_ticks(r.child.id())).collect();
     let start = Instant::now();
-    let tasks: Vec<_> = conns
-        .into_iter()
-        .zip(frames)
-        .map(|(ws, frames)| tokio::spawn(publish(ws, frames, inflight)))
-        .collect();
-    let mut last_ok = start;
-    let mut failures = Vec::new();
-    for task in tasks {
-        let outcome = task.await.context("publisher task")??;
-        last_ok = last_ok.max(outcome.last_ok);
-        failures.extend(outcome.refused);
-    }
+    let (last_ok, failures) = publish_all(conns, frames, inflight, start).await?;
     let wall = last_ok - start;
     let relay_cpu = relays
         .iter()

@@ -72,18 +72,7 @@ pub(crate) async fn ingest(args: &Args, workload: Workload) -> anyhow::Result<In
 
     let cpu_before = cpu::snapshot();
     let start = Instant::now();
-    let tasks: Vec<_> = conns
-        .into_iter()
-        .zip(frames)
-        .map(|(ws, frames)| tokio::spawn(publish(ws, frames, inflight)))
-        .collect();
-    let mut last_ok = start;
-    let mut failures = Vec::new();
-    for task in tasks {
-        let outcome = task.await.context("publisher task")??;
-        last_ok = last_ok.max(outcome.last_ok);
-        failures.extend(outcome.refused);
-    }
+    let (last_ok, failures) = publish_all(conns, frames, inflight, start).await?;
     let wall = last_ok - start;
     let cpu = cpu::snapshot().since(&cpu_before);
     relay.stop().await?;
@@ -156,6 +145,29 @@ pub(crate) type Ws =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 /// Send `frames` keeping at most `inflight` unanswered, and collect every OK.
+/// Every publisher at once, each with its frames; the last `OK` (or `start`) and every
+/// refusal.
+pub(crate) async fn publish_all(
+    conns: Vec<Ws>,
+    frames: Vec<Vec<String>>,
+    inflight: usize,
+    start: Instant,
+) -> anyhow::Result<(Instant, Vec<String>)> {
+    let tasks: Vec<_> = conns
+        .into_iter()
+        .zip(frames)
+        .map(|(ws, frames)| tokio::spawn(publish(ws, frames, inflight)))
+        .collect();
+    let mut last_ok = start;
+    let mut failures = Vec::new();
+    for task in tasks {
+        let outcome = task.await.context("publisher task")??;
+        last_ok = last_ok.max(outcome.last_ok);
+        failures.extend(outcome.refused);
+    }
+    Ok((last_ok, failures))
+}
+
 pub(crate) async fn publish(
     ws: Ws,
     frames: Vec<String>,
