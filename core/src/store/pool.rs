@@ -113,6 +113,7 @@ impl Pool {
                     })?;
                 }
             }
+            buzz_sqlite_plans::register();
             use_wal(path)?;
             let pool = R2d2::builder()
                 .max_size(reads + 2)
@@ -222,5 +223,21 @@ mod tests {
             .get_result(&mut other)
             .expect("journal mode");
         assert_eq!(mode.journal_mode, "wal");
+    }
+
+    /// Every connection of a SQLite pool is opened with SQLite's plan stability
+    /// guarantee, so the statements diesel caches are reused, not prepared again on
+    /// every execution (`buzz-sqlite-plans`).
+    #[test]
+    fn a_sqlite_pool_opens_connections_with_stable_plans() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("plans.db");
+        let path = path.to_str().expect("utf-8 path");
+        let before = buzz_sqlite_plans::connections_enabled();
+        let pool = Pool::connect(&format!("sqlite://{path}"), 2, StatementBounds::NONE)
+            .expect("pool opens");
+        let _taken = pool.take().expect("a connection");
+        // The read pool opens its connections at build; at least the one taken.
+        assert!(buzz_sqlite_plans::connections_enabled() > before);
     }
 }
