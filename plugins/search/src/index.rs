@@ -8,8 +8,7 @@ use crate::sql::{Count, MaybeInt, Param, Sql};
 use crate::text::MAX_DOC_TOKENS;
 use buzz_core::error::Reason;
 use buzz_core::store::Conn;
-use diesel::sql_types::{BigInt, Nullable};
-use diesel::QueryableByName;
+use buzz_core::with_conn;
 use std::collections::BTreeMap;
 
 /// PostgreSQL keeps at most this many positions per lexeme; more are not written, so
@@ -117,27 +116,21 @@ pub(crate) fn add_stored(
     id: &str,
     tokens: &[String],
 ) -> Result<(), Reason> {
-    use buzz_core::store::schema::events;
     use diesel::prelude::*;
     if tokens.is_empty() {
         return Ok(());
     }
-    if let Conn::Sqlite(c) = conn {
-        let seq: Option<i64> = events::table
-            .filter(events::community_id.eq(community_id))
-            .filter(events::id.eq(id))
-            .select(events::seq)
-            .first(*c)
-            .optional()?;
-        let Some(seq) = seq else {
+    if matches!(conn, Conn::Sqlite(_)) {
+        let Some(Stored { seq, .. }) = stored(conn, community_id, id)? else {
             return Ok(());
         };
-        diesel::insert_into(fts::search_fts::table)
+        let body = tokens.join(" ");
+        with_conn!(conn, |c| diesel::insert_into(fts::search_fts::table)
             .values((
                 fts::search_fts::rowid.eq(seq),
-                fts::search_fts::body.eq(tokens.join(" ")),
+                fts::search_fts::body.eq(&body)
             ))
-            .execute(*c)?;
+            .execute(c))?;
         return Ok(());
     }
     // PostgreSQL takes the document as a `tsvector` literal, which only an explicit cast
@@ -191,26 +184,28 @@ fn tsvector(tokens: &[String]) -> String {
 }
 
 /// An event's storage facts.
-#[derive(Debug, QueryableByName)]
+#[derive(Debug)]
 pub(crate) struct Stored {
-    #[diesel(sql_type = BigInt)]
     pub seq: i64,
-    #[diesel(sql_type = Nullable<BigInt>)]
     pub deleted_at: Option<i64>,
 }
 
-/// `events.seq` and deletion of event `id` in `community_id`.
+/// `events.seq` and deletion of event `id` in `community_id` (a DSL statement: prepared
+/// once per connection, as ingest runs it for every indexed message on SQLite).
 pub(crate) fn stored(
     conn: &mut Conn<'_>,
     community_id: i64,
     id: &str,
 ) -> Result<Option<Stored>, Reason> {
-    let mut sql = Sql::new(conn);
-    sql.push("SELECT seq, deleted_at FROM events WHERE community_id = ")
-        .param(Param::Int(community_id))
-        .push(" AND id = ")
-        .param(Param::Text(id.to_owned()));
-    Ok(sql.load::<Stored>(conn)?.into_iter().next())
+    use buzz_core::store::schema::events;
+    use diesel::prelude::*;
+    let row: Option<(i64, Option<i64>)> = with_conn!(conn, |c| events::table
+        .filter(events::community_id.eq(community_id))
+        .filter(events::id.eq(id))
+        .select((events::seq, events::deleted_at))
+        .first(c)
+        .optional())?;
+    Ok(row.map(|(seq, deleted_at)| Stored { seq, deleted_at }))
 }
 
 /// The indexed revision (`events.seq`) of artifact `d`, if one is indexed.
