@@ -370,11 +370,11 @@ impl Ingest {
         self.services
             .store
             .queue_event(stored.clone(), independent, move |conn, outcome| {
-                if !matches!(outcome, InsertOutcome::Stored { .. }) {
+                let InsertOutcome::Stored { seq } = outcome else {
                     return Ok((outcome, Vec::new()));
-                }
+                };
                 let mut relay_events = channels::apply(conn, &wctx, &stored, &relay_keys)?;
-                let mut tx = Tx::new(conn, &wctx, &mut relay_events);
+                let mut tx = Tx::new(conn, &wctx, seq, &mut relay_events);
                 for plugin in plugins.iter() {
                     plugin.in_transaction(&mut tx, &stored)?;
                 }

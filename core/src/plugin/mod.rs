@@ -115,6 +115,9 @@ pub struct Tx<'t, 'c> {
     /// The writer's connection, inside the transaction.
     pub conn: &'t mut Conn<'c>,
     pub ctx: &'t WriteCtx,
+    /// `events.seq` of the event being ingested, just stored in this transaction: a
+    /// hook that keys its rows by it needs no lookup of its own.
+    pub seq: i64,
     /// Relay-signed events stored in this transaction, delivered live after the commit.
     produced: &'t mut Vec<Arc<StoredEvent>>,
 }
@@ -123,11 +126,13 @@ impl<'t, 'c> Tx<'t, 'c> {
     pub(crate) fn new(
         conn: &'t mut Conn<'c>,
         ctx: &'t WriteCtx,
+        seq: i64,
         produced: &'t mut Vec<Arc<StoredEvent>>,
     ) -> Self {
         Tx {
             conn,
             ctx,
+            seq,
             produced,
         }
     }

@@ -17,6 +17,7 @@ mod migrate;
 pub mod moderation;
 mod planner_stats;
 mod pool;
+pub mod prepared;
 mod query;
 mod readable_fn;
 pub mod schema;

@@ -7,6 +7,7 @@
 //! ancestors' counts and recomputes their `last_reply_at`.
 
 use crate::error::Reason;
+use crate::store::prepared::{self, Val};
 use crate::store::schema::{events, thread_metadata};
 use crate::store::Conn;
 use crate::with_conn;
@@ -14,9 +15,11 @@ use buzz_nostr::event::Event;
 use buzz_nostr::threads::{is_broadcast, marked, reply_parent, MAX_DEPTH};
 use diesel::prelude::*;
 
-/// One `thread_metadata` row.
+/// One `thread_metadata` row. `treat_none_as_null`: every column is always bound, so
+/// the insert's SQL never changes and PostgreSQL's connection prepares it once (diesel
+/// does not cache an insert that writes `DEFAULT` for a `None`).
 #[derive(Debug, Clone, PartialEq, Eq, Queryable, Selectable, Insertable)]
-#[diesel(table_name = thread_metadata)]
+#[diesel(table_name = thread_metadata, treat_none_as_null = true)]
 pub struct ThreadRow {
     pub community_id: i64,
     pub event_id: String,
@@ -221,31 +224,57 @@ pub fn record(
         .filter(|s| !s.is_empty())
         .map(str::to_owned)
         .collect();
-    let of = |ids: Vec<String>| {
-        thread_metadata::table
-            .filter(thread_metadata::community_id.eq(community_id))
-            .filter(thread_metadata::event_id.eq_any(ids))
-    };
-    with_conn!(conn, |c| diesel::update(of(vec![parent_id.to_owned()]))
-        .set(thread_metadata::reply_count.eq(thread_metadata::reply_count + 1))
-        .execute(c))?;
-    with_conn!(conn, |c| diesel::update(of(ancestors.clone()))
-        .set(thread_metadata::descendant_count.eq(thread_metadata::descendant_count + 1))
-        .execute(c))?;
-    with_conn!(conn, |c| diesel::update(
-        of(ancestors.clone()).filter(
-            thread_metadata::last_reply_at
-                .is_null()
-                .or(thread_metadata::last_reply_at.lt(event.created_at))
-        )
-    )
-    .set(thread_metadata::last_reply_at.eq(event.created_at))
-    .execute(c))?;
+    count_reply(conn, community_id, parent_id, &ancestors, event.created_at)?;
     Ok(Placed {
         root_id: Some(root),
         depth,
         broadcast,
     })
+}
+
+/// A new reply under `parent_id` (whose ancestor path, root first and the parent last,
+/// is `ancestors`), made at `created_at`: one more reply on the parent, one more
+/// descendant and a newer last reply on every ancestor. Prepared statements, not
+/// diesel's `update()`: these run for every reply, and diesel prepares an UPDATE anew on
+/// every call (`store::prepared`); the ancestor list is at most [`MAX_DEPTH`] long, so
+/// a connection keeps one statement per depth.
+fn count_reply(
+    conn: &mut Conn<'_>,
+    community_id: i64,
+    parent_id: &str,
+    ancestors: &[String],
+    created_at: i64,
+) -> Result<(), Reason> {
+    prepared::execute(
+        conn,
+        "UPDATE thread_metadata SET reply_count = reply_count + 1 \
+         WHERE community_id = ? AND event_id = ?",
+        &[Val::I(community_id), Val::T(parent_id)],
+    )?;
+    let list = vec!["?"; ancestors.len()].join(", ");
+    let mut binds = vec![Val::I(community_id)];
+    binds.extend(ancestors.iter().map(|id| Val::T(id)));
+    prepared::execute(
+        conn,
+        &format!(
+            "UPDATE thread_metadata SET descendant_count = descendant_count + 1 \
+             WHERE community_id = ? AND event_id IN ({list})"
+        ),
+        &binds,
+    )?;
+    let mut binds = vec![Val::I(created_at), Val::I(community_id)];
+    binds.extend(ancestors.iter().map(|id| Val::T(id)));
+    binds.push(Val::I(created_at));
+    prepared::execute(
+        conn,
+        &format!(
+            "UPDATE thread_metadata SET last_reply_at = ? \
+             WHERE community_id = ? AND event_id IN ({list}) \
+             AND (last_reply_at IS NULL OR last_reply_at < ?)"
+        ),
+        &binds,
+    )?;
+    Ok(())
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -340,18 +369,20 @@ pub fn record_arrival(
         super::channel_state::note_timeline_arrival(conn, community_id, channel_id, received_at)?;
     }
     if let Some(root) = &placed.root_id {
-        with_conn!(conn, |c| diesel::update(
-            thread_metadata::table
-                .filter(thread_metadata::community_id.eq(community_id))
-                .filter(thread_metadata::event_id.eq(root))
-                .filter(
-                    thread_metadata::last_reply_received_at
-                        .is_null()
-                        .or(thread_metadata::last_reply_received_at.lt(received_at))
-                )
-        )
-        .set(thread_metadata::last_reply_received_at.eq(received_at))
-        .execute(c))?;
+        // Prepared, not diesel's `update()`: this runs for every reply, and diesel
+        // prepares an UPDATE anew on every call (`store::prepared`).
+        prepared::execute(
+            conn,
+            "UPDATE thread_metadata SET last_reply_received_at = ? \
+             WHERE community_id = ? AND event_id = ? \
+             AND (last_reply_received_at IS NULL OR last_reply_received_at < ?)",
+            &[
+                Val::I(received_at),
+                Val::I(community_id),
+                Val::T(root),
+                Val::I(received_at),
+            ],
+        )?;
     }
     Ok(())
 }

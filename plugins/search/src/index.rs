@@ -92,7 +92,9 @@ pub(crate) fn add(conn: &mut Conn<'_>, seq: i64, tokens: &[String]) -> Result<()
 /// The FTS5 table as diesel sees it, for the one statement ingest runs per message: a
 /// statement of the DSL is prepared once per connection and cached, where a run-time
 /// [`Sql`] is prepared again every time (the prepare was most of the plugin's cost per
-/// ingested message on SQLite).
+/// ingested message on SQLite). PostgreSQL takes its document as a `tsvector` literal,
+/// which only an explicit cast reads: a run-time statement there (one round trip either
+/// way).
 mod fts {
     diesel::table! {
         search_fts (rowid) {
@@ -102,28 +104,19 @@ mod fts {
     }
 }
 
-/// Index the just-stored event `id` of `community_id` with `tokens`. On PostgreSQL one
-/// statement finds its `seq` and inserts (one round trip per event in ingest's
-/// transaction); on SQLite the `seq` is read first and the row inserted with `VALUES`.
-/// There an `INSERT … SELECT` is a multi-row write, which SQLite gives a statement
-/// savepoint, and FTS5 flushes its pending terms to disk at every savepoint: one tiny
-/// segment per message, merged again and again (a 1M-message import fell to ~870
-/// events/s, 40 % of the writer in FTS5 merges). A single-row `VALUES` insert opens no
-/// savepoint, so a group commit's documents reach the disk as one segment.
-pub(crate) fn add_stored(
-    conn: &mut Conn<'_>,
-    community_id: i64,
-    id: &str,
-    tokens: &[String],
-) -> Result<(), Reason> {
+/// Index the event just stored as `seq` in this transaction with `tokens` (it has no
+/// entry yet). On SQLite a DSL statement, prepared once per connection, inserting one
+/// row with `VALUES`: SQLite gives a statement that may write several rows (an
+/// `INSERT … SELECT`) a statement savepoint, and FTS5 flushes its pending terms to disk
+/// at every savepoint, which made each message its own tiny segment, merged again and
+/// again (a 1M-message import fell to ~870 events/s, 40 % of the writer in FTS5
+/// merges); without one, a group commit's documents reach the disk as one segment.
+pub(crate) fn add_new(conn: &mut Conn<'_>, seq: i64, tokens: &[String]) -> Result<(), Reason> {
     use diesel::prelude::*;
     if tokens.is_empty() {
         return Ok(());
     }
     if matches!(conn, Conn::Sqlite(_)) {
-        let Some(Stored { seq, .. }) = stored(conn, community_id, id)? else {
-            return Ok(());
-        };
         let body = tokens.join(" ");
         with_conn!(conn, |c| diesel::insert_into(fts::search_fts::table)
             .values((
@@ -133,18 +126,7 @@ pub(crate) fn add_stored(
             .execute(c))?;
         return Ok(());
     }
-    // PostgreSQL takes the document as a `tsvector` literal, which only an explicit cast
-    // reads: a run-time statement (one round trip either way).
-    let mut sql = Sql::new(conn);
-    sql.push("INSERT INTO search_documents (event_seq, tsv) SELECT seq, ")
-        .param(Param::Text(tsvector(tokens)))
-        .push("::tsvector FROM events WHERE community_id = ")
-        .param(Param::Int(community_id))
-        .push(" AND id = ")
-        .param(Param::Text(id.to_owned()))
-        .push(" ON CONFLICT (event_seq) DO UPDATE SET tsv = EXCLUDED.tsv");
-    sql.execute(conn)?;
-    Ok(())
+    add(conn, seq, tokens)
 }
 
 /// Take event `seq` out of the index (nothing if it is not in).

@@ -114,10 +114,8 @@ impl Search {
         }
         let mut seq = None;
         if head.is_listed() {
-            if let Some(row) = index::stored(tx.conn, community, &event.id)? {
-                index::add(tx.conn, row.seq, &document(event))?;
-                seq = Some(row.seq);
-            }
+            index::add(tx.conn, tx.seq, &document(event))?;
+            seq = Some(tx.seq);
         }
         index::set_artifact_entry(tx.conn, community, d, seq)
     }
@@ -172,7 +170,7 @@ impl Plugin for Search {
                 if doc.is_empty() {
                     return Ok(());
                 }
-                index::add_stored(tx.conn, stored.community_id, &stored.event.id, &doc)
+                index::add_new(tx.conn, tx.seq, &doc)
             }
             _ => Ok(()),
         }

@@ -58,6 +58,11 @@ pub(crate) fn tokenize(text: &str) -> (Vec<String>, usize) {
 /// result is tokenized again by the same character rules. Returns how many tokens were
 /// too long to keep.
 fn push_normalized(word: &str, out: &mut Vec<String>) -> usize {
+    // A word of ASCII letters and digits is its own NFKC form: only its case changes.
+    // Most words are, and this runs on the storage writer for every indexed message.
+    if word.is_ascii() {
+        return keep(word.to_ascii_lowercase(), out);
+    }
     let mut dropped = 0;
     let normal: String = word.nfkc().collect::<String>().to_lowercase();
     let mut part = String::new();

@@ -3,6 +3,7 @@
 
 use super::members::set_member;
 use crate::error::Reason;
+use crate::store::prepared::{self, Val};
 use crate::store::schema::channels;
 use crate::store::Conn;
 use crate::with_conn;
@@ -240,17 +241,19 @@ pub fn note_timeline_arrival(
     channel_id: &str,
     received_at: i64,
 ) -> Result<(), Reason> {
-    with_conn!(conn, |c| diesel::update(
-        channels::table
-            .filter(channels::community_id.eq(community_id))
-            .filter(channels::id.eq(channel_id))
-            .filter(
-                channels::last_timeline_received_at
-                    .is_null()
-                    .or(channels::last_timeline_received_at.lt(received_at))
-            )
-    )
-    .set(channels::last_timeline_received_at.eq(received_at))
-    .execute(c))?;
+    // Prepared, not diesel's `update()`: this runs for every top-level message, and
+    // diesel prepares an UPDATE anew on every call (`store::prepared`).
+    prepared::execute(
+        conn,
+        "UPDATE channels SET last_timeline_received_at = ? \
+         WHERE community_id = ? AND id = ? \
+         AND (last_timeline_received_at IS NULL OR last_timeline_received_at < ?)",
+        &[
+            Val::I(received_at),
+            Val::I(community_id),
+            Val::T(channel_id),
+            Val::I(received_at),
+        ],
+    )?;
     Ok(())
 }
