@@ -34,10 +34,12 @@ pub enum InsertOutcome {
     Superseded,
 }
 
-/// `treat_none_as_null`: every column is always bound, so the statement's SQL never
-/// changes and diesel reuses one prepared statement instead of rebuilding it per event.
+/// `treat_none_as_default_value = false`: every column is always bound (a `None` as
+/// NULL), so the statement's SQL never changes and diesel reuses one prepared statement
+/// instead of preparing it per event (on PostgreSQL it would write `DEFAULT`, which
+/// diesel does not cache; `tests/prepared_once.rs`).
 #[derive(Insertable)]
-#[diesel(table_name = events, treat_none_as_null = true)]
+#[diesel(table_name = events, treat_none_as_default_value = false)]
 struct NewEvent<'a> {
     community_id: i64,
     id: &'a str,
@@ -185,41 +187,39 @@ fn insert_once(
         return Ok(known_id(conn, community_id, &event.id)?.unwrap_or(InsertOutcome::Duplicate));
     };
 
-    let tags = event
-        .tags
-        .iter()
-        .enumerate()
-        .filter_map(|(position, tag)| match tag.as_slice() {
-            [name, value, ..] if !name.is_empty() && value.len() <= MAX_INDEXED_TAG_VALUE => {
-                Some(NewTag {
-                    event_seq: seq,
-                    position: position as i32,
-                    community_id,
-                    name,
-                    value,
-                })
-            }
-            _ => None,
-        });
     match conn {
         // One row per statement: fixed SQL (one cached prepared statement), and unlike a
         // multi-row VALUES list no statement journal. Statements are cheap in-process.
         Conn::Sqlite(c) => {
+            let tags =
+                event
+                    .tags
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(position, tag)| match tag.as_slice() {
+                        [name, value, ..]
+                            if !name.is_empty() && value.len() <= MAX_INDEXED_TAG_VALUE =>
+                        {
+                            Some(NewTag {
+                                event_seq: seq,
+                                position: position as i32,
+                                community_id,
+                                name,
+                                value,
+                            })
+                        }
+                        _ => None,
+                    });
             for row in tags {
                 diesel::insert_into(event_tags::table)
                     .values(&row)
                     .execute(*c)?;
             }
         }
-        // Over the network a statement is a round trip: as few as the bind-parameter
-        // limit allows.
+        // Over the network a statement is a round trip: one for all its tags, in a
+        // statement prepared once per connection.
         Conn::Pg(c) => {
-            let rows: Vec<NewTag<'_>> = tags.collect();
-            for chunk in rows.chunks(500) {
-                diesel::insert_into(event_tags::table)
-                    .values(chunk)
-                    .execute(*c)?;
-            }
+            super::group_insert::insert_tags(c, seq, community_id, event)?;
         }
     }
     Ok(InsertOutcome::Stored { seq })

@@ -1,5 +1,6 @@
 //! PostgreSQL: many independent events inserted with two statements, whatever their
-//! number — one for the event rows, one for their tag index rows.
+//! number — one for the event rows, one for their tag index rows (the latter also
+//! serves the one-event path).
 //!
 //! Over the network every statement is a round trip and a trip through the server's
 //! executor, so a group commit that inserted row by row paid that cost per event (and
@@ -14,6 +15,7 @@
 
 use super::events::{known_id, InsertOutcome, MAX_INDEXED_TAG_VALUE};
 use crate::stored::StoredEvent;
+use buzz_nostr::event::Event;
 use diesel::pg::Pg;
 use diesel::prelude::*;
 use diesel::query_builder::{AstPass, Query, QueryFragment, QueryId};
@@ -183,18 +185,40 @@ impl<'a> TagColumns<'a> {
     /// The same rows the one-event path indexes: every tag with a name and a first value
     /// no longer than [`MAX_INDEXED_TAG_VALUE`].
     fn add(&mut self, seq: i64, stored: &'a StoredEvent) {
-        for (position, tag) in stored.event.tags.iter().enumerate() {
+        self.add_event(seq, stored.community_id, &stored.event);
+    }
+
+    fn add_event(&mut self, seq: i64, community_id: i64, event: &'a Event) {
+        for (position, tag) in event.tags.iter().enumerate() {
             if let [name, value, ..] = tag.as_slice() {
                 if !name.is_empty() && value.len() <= MAX_INDEXED_TAG_VALUE {
                     self.event_seq.push(seq);
                     self.position.push(position as i32);
-                    self.community_id.push(stored.community_id);
+                    self.community_id.push(community_id);
                     self.name.push(name);
                     self.value.push(value);
                 }
             }
         }
     }
+}
+
+/// The tag index rows of one just-stored event, in one statement whose text does not
+/// change with the number of tags (so it is prepared once per connection: one round
+/// trip per event, where a multi-row `VALUES` list of diesel's is prepared anew every
+/// time).
+pub(crate) fn insert_tags(
+    conn: &mut PgConnection,
+    seq: i64,
+    community_id: i64,
+    event: &Event,
+) -> Result<(), DieselError> {
+    let mut tags = TagColumns::default();
+    tags.add_event(seq, community_id, event);
+    if !tags.event_seq.is_empty() {
+        tags.execute(conn)?;
+    }
+    Ok(())
 }
 
 impl QueryFragment<Pg> for TagColumns<'_> {

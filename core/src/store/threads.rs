@@ -15,11 +15,11 @@ use buzz_nostr::event::Event;
 use buzz_nostr::threads::{is_broadcast, marked, reply_parent, MAX_DEPTH};
 use diesel::prelude::*;
 
-/// One `thread_metadata` row. `treat_none_as_null`: every column is always bound, so
-/// the insert's SQL never changes and PostgreSQL's connection prepares it once (diesel
-/// does not cache an insert that writes `DEFAULT` for a `None`).
+/// One `thread_metadata` row. `treat_none_as_default_value = false`: every column is
+/// always bound (a `None` as NULL), so the insert's SQL never changes and PostgreSQL's
+/// connection prepares it once (diesel does not cache an insert that writes `DEFAULT`).
 #[derive(Debug, Clone, PartialEq, Eq, Queryable, Selectable, Insertable)]
-#[diesel(table_name = thread_metadata, treat_none_as_null = true)]
+#[diesel(table_name = thread_metadata, treat_none_as_default_value = false)]
 pub struct ThreadRow {
     pub community_id: i64,
     pub event_id: String,

@@ -7,6 +7,7 @@ use crate::query::quote_lexeme;
 use crate::sql::{Count, MaybeInt, Param, Sql};
 use crate::text::MAX_DOC_TOKENS;
 use buzz_core::error::Reason;
+use buzz_core::store::prepared::{self, Val};
 use buzz_core::store::Conn;
 use buzz_core::with_conn;
 use std::collections::BTreeMap;
@@ -75,17 +76,17 @@ pub(crate) fn add(conn: &mut Conn<'_>, seq: i64, tokens: &[String]) -> Result<()
     if tokens.is_empty() {
         return Ok(());
     }
-    let mut sql = Sql::new(conn);
-    if sql.is_pg() {
-        sql.push("INSERT INTO search_documents (event_seq, tsv) VALUES (")
-            .param(Param::Int(seq))
-            .push(", ")
-            .param(Param::Text(tsvector(tokens)))
-            .push("::tsvector) ON CONFLICT (event_seq) DO UPDATE SET tsv = EXCLUDED.tsv");
-        sql.execute(conn)?;
+    if matches!(conn, Conn::Pg(_)) {
+        // Prepared once per connection (a run-time statement is parsed again each time,
+        // an extra round trip per indexed message).
+        prepared::execute(
+            conn,
+            "INSERT INTO search_documents (event_seq, tsv) VALUES (?, CAST(? AS tsvector)) \
+             ON CONFLICT (event_seq) DO UPDATE SET tsv = EXCLUDED.tsv",
+            &[Val::I(seq), Val::T(&tsvector(tokens))],
+        )?;
         return Ok(());
     }
-    drop(sql);
     put(conn, seq, tokens)
 }
 
