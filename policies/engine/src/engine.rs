@@ -100,12 +100,13 @@ impl PolicyEngine {
         limits: PolicyLimits,
         rate_limiter: Arc<dyn RateLimiter>,
     ) -> Result<PolicyEngine, PolicyError> {
-        let set = ScriptSet {
+        let mut set = ScriptSet {
             generation: 1,
             access: access.source()?,
             moderation: moderation.source()?,
+            has_rules: (false, false),
         };
-        Rulebook::build(&set, limits, Arc::clone(&rate_limiter))?;
+        set.has_rules = Rulebook::build(&set, limits, Arc::clone(&rate_limiter))?.has_rules();
         tracing::info!(%access, %moderation, "policy scripts loaded");
         Ok(PolicyEngine {
             id: NEXT_ENGINE_ID.fetch_add(1, Ordering::Relaxed),
@@ -231,15 +232,22 @@ impl PolicyEngine {
             .reload_lock
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        let set = ScriptSet {
-            generation: self.current_set().generation + 1,
+        let current = self.current_set();
+        let mut set = ScriptSet {
+            generation: current.generation + 1,
             access,
             moderation,
+            has_rules: (false, false),
         };
-        if let Err(err) = Rulebook::build(&set, self.limits, Arc::clone(&self.rate_limiter)) {
-            self.failed_reloads.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(error = %err, "policy reload failed; keeping the last good scripts");
-            return Err(err);
+        let checked = Rulebook::build(&set, self.limits, Arc::clone(&self.rate_limiter))
+            .and_then(|rulebook| keeps_rules(&current, &set, rulebook.has_rules()));
+        match checked {
+            Ok(has_rules) => set.has_rules = has_rules,
+            Err(err) => {
+                self.failed_reloads.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(error = %err, "policy reload failed; keeping the last good scripts");
+                return Err(err);
+            }
         }
         let generation = set.generation;
         *self.current.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(set);
@@ -362,8 +370,9 @@ impl std::fmt::Display for ScriptOrigin {
 fn watch_loop(weak: Weak<PolicyEngine>, poll: Duration, mut seen: (String, String)) {
     let mut read_error_logged = false;
     // Contents that differ from `seen`, read at the previous poll. A change is loaded only
-    // once two polls in a row read the same contents, so a file caught half-written (e.g.
-    // truncated, which would load as a script without entry points) is never loaded.
+    // once two polls in a row read the same contents, so a file caught half-written is not
+    // loaded; a writer stalled longer than that leaves an empty file, which `install`
+    // refuses (`keeps_rules`).
     let mut pending: Option<(String, String)> = None;
     loop {
         std::thread::sleep(poll);
@@ -414,6 +423,30 @@ fn watch_loop(weak: Weak<PolicyEngine>, poll: Duration, mut seen: (String, Strin
         // `install` logs the outcome either way.
         let _ = engine.install(access, moderation);
     }
+}
+
+/// A reload never takes away every entry point of a file that has some in force: a file
+/// caught half-written (truncated by an editor or `cp` that has not written yet, however long
+/// it stalls) looks exactly like that, and loading it would quietly allow everything the file
+/// decided. Starting without rules stays possible: an empty file loads at start.
+fn keeps_rules(
+    current: &ScriptSet,
+    next: &ScriptSet,
+    has_rules: (bool, bool),
+) -> Result<(bool, bool), PolicyError> {
+    let (had_moderation, had_access) = current.has_rules;
+    let (has_moderation, has_access) = has_rules;
+    if had_moderation && !has_moderation {
+        return Err(PolicyError::ReloadDropsAllRules {
+            script: next.moderation.label.clone(),
+        });
+    }
+    if had_access && !has_access {
+        return Err(PolicyError::ReloadDropsAllRules {
+            script: next.access.label.clone(),
+        });
+    }
+    Ok(has_rules)
 }
 
 fn unix_now() -> u64 {

@@ -28,6 +28,10 @@ pub enum PolicyError {
     #[error("policy script {script} defines no entry point (expected at least one of can_read, can_write, moderate)")]
     NoEntryPoint { script: String },
 
+    /// A reload whose file defines none of its entry points while the file in force does.
+    #[error("policy reload refused: {script} no longer defines any entry point (a file caught half-written looks like this; restart the relay to run it without rules)")]
+    ReloadDropsAllRules { script: String },
+
     /// An entry point name is bound to something that is not a function.
     #[error("policy script {script}: `{name}` must be a function, found a {found}")]
     BadEntryPoint {

@@ -25,6 +25,8 @@ pub(crate) struct ScriptSet {
     pub(crate) generation: u64,
     pub(crate) access: Source,
     pub(crate) moderation: Source,
+    /// [`Rulebook::has_rules`] of these scripts: (moderation, access).
+    pub(crate) has_rules: (bool, bool),
 }
 
 /// Field order matters: the entry points are dropped before their sandbox.
@@ -54,6 +56,14 @@ impl Rulebook {
             moderation: moderation.label,
             sandbox,
         })
+    }
+
+    /// Whether moderation.lua defines `moderate`, and access.lua `can_write` or `can_read`.
+    pub(crate) fn has_rules(&self) -> (bool, bool) {
+        (
+            self.moderate.is_some(),
+            self.can_write.is_some() || self.can_read.is_some(),
+        )
     }
 
     /// `moderate(req)`, then `can_write(req)`; the first deny wins, a missing entry point

@@ -145,3 +145,66 @@ fn watcher_skips_content_already_loaded_by_an_explicit_reload() {
         Some(Verdict::deny(DenyKind::Restricted, "rule B"))
     );
 }
+
+/// The stalled writer of the CI failure that found this: an editor or `cp` truncates the file
+/// and is descheduled before it writes, for longer than the watcher's two polls. The empty
+/// file must not replace rules in force (it would allow everything they decided); the
+/// contents that follow load as usual.
+#[test]
+fn a_file_caught_empty_for_many_polls_never_replaces_rules_in_force() {
+    let poll = Duration::from_millis(20);
+    let scripts = Scripts::new(SAYS_A, ALLOW_ALL_MODERATION);
+    let engine = Arc::new(scripts.load().expect("load"));
+    let _watcher = engine.watch(poll);
+
+    std::fs::File::create(&scripts.access).expect("truncate access.lua");
+    wait_for("the watcher to refuse the empty file", poll * 50, || {
+        engine.failed_reloads() >= 1
+    });
+    std::thread::sleep(poll * 10);
+    assert_eq!(engine.generation(), 1);
+    assert_eq!(says(&engine), "rule A");
+    // A comment-only file is the same: no entry point left.
+    scripts.write_access("-- half of a header comment");
+    assert!(matches!(
+        engine.reload(),
+        Err(PolicyError::ReloadDropsAllRules { script }) if script.ends_with("access.lua")
+    ));
+    assert_eq!(says(&engine), "rule A");
+
+    scripts.write_access(SAYS_B);
+    wait_for("the real edit", poll * 50, || engine.generation() == 2);
+    assert_eq!(says(&engine), "rule B");
+}
+
+/// Moderation works the same way; a file that never had rules may stay empty across reloads.
+#[test]
+fn emptying_moderation_is_refused_but_an_empty_access_file_reloads() {
+    let scripts = Scripts::new(
+        "",
+        "function moderate(req) return buzz.deny('blocked', 'moderated') end",
+    );
+    let engine = scripts.load().expect("an empty access.lua loads at start");
+    std::fs::write(&scripts.moderation, "").expect("empty moderation.lua");
+    assert!(matches!(
+        engine.reload(),
+        Err(PolicyError::ReloadDropsAllRules { script }) if script.ends_with("moderation.lua")
+    ));
+    assert_eq!(
+        engine.check_write(&message_request()).ok(),
+        Some(Verdict::deny(DenyKind::Blocked, "moderated"))
+    );
+    std::fs::write(
+        &scripts.moderation,
+        "function moderate(req) return buzz.allow() end",
+    )
+    .expect("rewrite moderation.lua");
+    engine
+        .reload()
+        .expect("moderation with rules, access still empty");
+    assert_eq!(engine.generation(), 2);
+    assert_eq!(
+        engine.check_write(&message_request()).ok(),
+        Some(Verdict::Allow)
+    );
+}
