@@ -17,11 +17,21 @@
 // (--shape TEXT keeps only the shapes whose label contains TEXT, for profiling one of them)
 // and prints, per relay and run, queries/s, p50/p99 from REQ to EOSE, and the relay's CPU
 // per query (utime + stime from /proc/<pid>/stat), then each buzz figure as a ratio of the
-// peer's.
+// peer's. Each row also says how many REQs took over 3× the p50 and how many of those
+// overlapped a garbage collection of this client (node's `gc` performance entries), with
+// the p99 of the REQs no collection touched: a tail the client makes is not the relay's.
 import { finalizeEvent, generateSecretKey, getPublicKey } from "nostr-tools/pure";
 import { commandLine } from "./args.mjs";
 import { cpuSeconds, open, percentile, sleep, startBuzz, startPeer, stopAll } from "./relays.mjs";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { PerformanceObserver } from "node:perf_hooks";
+
+// This process's garbage collections, as [start, end] on the performance.now() clock.
+const gcPauses = [];
+new PerformanceObserver((list) => {
+  for (const entry of list.getEntries()) gcPauses.push([entry.startTime, entry.startTime + entry.duration]);
+}).observe({ entryTypes: ["gc"] });
+const touchedByGc = ({ started, ended }) => gcPauses.some(([from, to]) => from < ended && to > started);
 
 const args = commandLine();
 const notes = Number(args.notes ?? 20_000);
@@ -122,9 +132,10 @@ async function reader(url) {
         waiting.set(id, resolve);
         ws.send(JSON.stringify(["REQ", id, filter]));
       });
+      const ended = performance.now();
       if (end !== "EOSE") throw new Error(`${url}: REQ ${JSON.stringify(filter)} was CLOSED`);
       ws.send(JSON.stringify(["CLOSE", id]));
-      return performance.now() - started;
+      return { ms: ended - started, started, ended };
     },
     close: () => ws.close(),
   };
@@ -143,7 +154,7 @@ function shapes(data) {
 
 async function measure(relay, filters, count, conns) {
   const readers = await Promise.all(Array.from({ length: conns }, () => reader(relay.url)));
-  const latencies = [];
+  const timings = [];
   const cpuBefore = cpuSeconds(relay.child.pid);
   const started = performance.now();
   let next = 0;
@@ -151,7 +162,7 @@ async function measure(relay, filters, count, conns) {
     readers.map(async (r) => {
       while (next < count) {
         const i = next++;
-        latencies.push(await r.req(filters[i % filters.length](i)));
+        timings.push(await r.req(filters[i % filters.length](i)));
       }
     }),
   );
@@ -159,11 +170,19 @@ async function measure(relay, filters, count, conns) {
   const cpu = cpuSeconds(relay.child.pid) - cpuBefore;
   const events = readers.reduce((sum, r) => sum + r.events(), 0);
   readers.forEach((r) => r.close());
-  latencies.sort((a, b) => a - b);
+  // Let the observer deliver the last collections' entries.
+  await sleep(10);
+  const latencies = timings.map((t) => t.ms).sort((a, b) => a - b);
+  const p50 = percentile(latencies, 50);
+  const slow = timings.filter((t) => t.ms > 3 * p50);
+  const untouched = timings.filter((t) => !touchedByGc(t)).map((t) => t.ms).sort((a, b) => a - b);
   return {
     qps: count / seconds,
-    p50: percentile(latencies, 50),
+    p50,
     p99: percentile(latencies, 99),
+    slow: slow.length,
+    slowInGc: slow.filter(touchedByGc).length,
+    p99NoGc: percentile(untouched, 99),
     cpuMs: (cpu * 1000) / count,
     eventsPerQuery: events / count,
   };
@@ -172,7 +191,9 @@ async function measure(relay, filters, count, conns) {
 const row = (label, r) =>
   `${label.padEnd(40)} ${r.qps.toFixed(0).padStart(7)} q/s  p50 ${r.p50.toFixed(2).padStart(7)} ms` +
   `  p99 ${r.p99.toFixed(2).padStart(7)} ms  CPU ${r.cpuMs.toFixed(3).padStart(7)} ms/query` +
-  `  (${r.eventsPerQuery.toFixed(1)} events)`;
+  `  (${r.eventsPerQuery.toFixed(1)} events)` +
+  `\n${"".padEnd(40)} ${r.slow} over 3× p50, ${r.slowInGc} of them in a client GC;` +
+  ` p99 of REQs no GC touched ${r.p99NoGc.toFixed(2)} ms`;
 
 async function main() {
   const data = loadOrSignNotes();

@@ -19,6 +19,7 @@ mod planner_stats;
 mod pool;
 pub mod prepared;
 mod query;
+mod read_threads;
 mod readable_fn;
 pub mod schema;
 mod stats;
@@ -143,6 +144,7 @@ pub struct Store {
 struct Inner {
     backend: Backend,
     pool: Pool,
+    reads: read_threads::ReadThreads,
     writer: Writer,
 }
 
@@ -221,10 +223,13 @@ impl Store {
             return Err(StoreError::UnfinishedCopy(marker));
         }
         let writer = Writer::start(pool.clone())?;
+        let reads = read_threads::ReadThreads::start(pool_size as usize)
+            .map_err(|e| StoreError::Connect(format!("starting the read threads: {e}")))?;
         Ok(Store {
             inner: Arc::new(Inner {
                 backend: pool.backend(),
                 pool,
+                reads,
                 writer,
             }),
         })
@@ -261,7 +266,9 @@ impl Store {
         F: FnOnce(Conn<'_>) -> Result<R, Reason> + Send + 'static,
     {
         let pool = self.inner.pool.clone();
-        tokio::task::spawn_blocking(move || pool.with_conn(f))
+        self.inner
+            .reads
+            .spawn(move || pool.with_conn(f))
             .await
             .map_err(|e| Reason::Internal(anyhow::Error::new(StoreError::Join(e.to_string()))))?
     }

@@ -7,11 +7,12 @@ use std::collections::HashMap;
 /// Clock ticks per second of `/proc` times (`CLK_TCK`, 100 on Linux).
 const TICKS: f64 = 100.0;
 
-const GROUPS: [(&str, &str); 5] = [
+const GROUPS: [(&str, &str); 6] = [
     ("buzz-store-writ", "relay storage writer thread"),
     ("buzz-store-chec", "relay WAL checkpoint thread"),
     ("actix-server wo", "relay workers (ws, verify, pipeline)"),
-    ("tokio-rt-worker", "relay blocking pool (reads, policy)"),
+    ("buzz-store-read", "relay read threads (store reads)"),
+    ("tokio-rt-worker", "relay blocking pool (policy, verify)"),
     (super::CLIENT_THREAD, "bench client (publishers)"),
 ];
 
