@@ -12,7 +12,10 @@ const GROUPS: [(&str, &str); 6] = [
     ("buzz-store-chec", "relay WAL checkpoint thread"),
     ("actix-server wo", "relay workers (ws, verify, pipeline)"),
     ("buzz-store-read", "relay read threads (store reads)"),
-    ("tokio-rt-worker", "relay blocking pool (policy, verify)"),
+    (
+        "tokio-rt-worker",
+        "relay blocking pool (other spawn_blocking work)",
+    ),
     (super::CLIENT_THREAD, "bench client (publishers)"),
 ];
 

@@ -13,7 +13,7 @@ use crate::error::PolicyError;
 use crate::facts::{ReadRequest, WriteRequest};
 use crate::limits::PolicyLimits;
 use crate::rate_limit::RateLimiter;
-use crate::rulebook::{Rulebook, ScriptSet, Source};
+use crate::rulebook::{HasRules, Rulebook, ScriptSet, Source};
 use crate::shadow::{Shadow, ShadowCounts};
 use crate::verdict::Verdict;
 
@@ -104,7 +104,7 @@ impl PolicyEngine {
             generation: 1,
             access: access.source()?,
             moderation: moderation.source()?,
-            has_rules: (false, false),
+            has_rules: HasRules::default(),
         };
         set.has_rules = Rulebook::build(&set, limits, Arc::clone(&rate_limiter))?.has_rules();
         tracing::info!(%access, %moderation, "policy scripts loaded");
@@ -237,7 +237,7 @@ impl PolicyEngine {
             generation: current.generation + 1,
             access,
             moderation,
-            has_rules: (false, false),
+            has_rules: HasRules::default(),
         };
         let checked = Rulebook::build(&set, self.limits, Arc::clone(&self.rate_limiter))
             .and_then(|rulebook| keeps_rules(&current, &set, rulebook.has_rules()));
@@ -432,21 +432,21 @@ fn watch_loop(weak: Weak<PolicyEngine>, poll: Duration, mut seen: (String, Strin
 fn keeps_rules(
     current: &ScriptSet,
     next: &ScriptSet,
-    has_rules: (bool, bool),
-) -> Result<(bool, bool), PolicyError> {
-    let (had_moderation, had_access) = current.has_rules;
-    let (has_moderation, has_access) = has_rules;
-    if had_moderation && !has_moderation {
-        return Err(PolicyError::ReloadDropsAllRules {
-            script: next.moderation.label.clone(),
-        });
+    has_rules: HasRules,
+) -> Result<HasRules, PolicyError> {
+    let dropped = if current.has_rules.moderation && !has_rules.moderation {
+        Some(&next.moderation)
+    } else if current.has_rules.access && !has_rules.access {
+        Some(&next.access)
+    } else {
+        None
+    };
+    match dropped {
+        Some(source) => Err(PolicyError::ReloadDropsAllRules {
+            script: source.label.clone(),
+        }),
+        None => Ok(has_rules),
     }
-    if had_access && !has_access {
-        return Err(PolicyError::ReloadDropsAllRules {
-            script: next.access.label.clone(),
-        });
-    }
-    Ok(has_rules)
 }
 
 fn unix_now() -> u64 {

@@ -19,14 +19,23 @@ pub(crate) struct Source {
     pub(crate) text: Arc<str>,
 }
 
+/// Which file defines any of its entry points.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct HasRules {
+    /// moderation.lua defines `moderate`.
+    pub(crate) moderation: bool,
+    /// access.lua defines `can_write` or `can_read`.
+    pub(crate) access: bool,
+}
+
 /// The scripts of one generation.
 #[derive(Debug)]
 pub(crate) struct ScriptSet {
     pub(crate) generation: u64,
     pub(crate) access: Source,
     pub(crate) moderation: Source,
-    /// [`Rulebook::has_rules`] of these scripts: (moderation, access).
-    pub(crate) has_rules: (bool, bool),
+    /// [`Rulebook::has_rules`] of these scripts.
+    pub(crate) has_rules: HasRules,
 }
 
 /// Field order matters: the entry points are dropped before their sandbox.
@@ -58,12 +67,11 @@ impl Rulebook {
         })
     }
 
-    /// Whether moderation.lua defines `moderate`, and access.lua `can_write` or `can_read`.
-    pub(crate) fn has_rules(&self) -> (bool, bool) {
-        (
-            self.moderate.is_some(),
-            self.can_write.is_some() || self.can_read.is_some(),
-        )
+    pub(crate) fn has_rules(&self) -> HasRules {
+        HasRules {
+            moderation: self.moderate.is_some(),
+            access: self.can_write.is_some() || self.can_read.is_some(),
+        }
     }
 
     /// `moderate(req)`, then `can_write(req)`; the first deny wins, a missing entry point
