@@ -369,16 +369,19 @@ impl Ingest {
         let independent = self.independent(&stored.event);
         self.services
             .store
-            .queue_event(stored.clone(), independent, move |conn, outcome| {
+            .queue_event(stored.clone(), independent, move |conn, outcome, writes| {
                 let InsertOutcome::Stored { seq } = outcome else {
                     return Ok((outcome, Vec::new()));
                 };
-                let mut relay_events = channels::apply(conn, &wctx, &stored, &relay_keys)?;
-                let mut tx = Tx::new(conn, &wctx, seq, &mut relay_events);
+                let channels::Applied {
+                    mut produced,
+                    placed,
+                } = channels::apply(conn, writes, &wctx, &stored, &relay_keys)?;
+                let mut tx = Tx::new(conn, &wctx, seq, placed.as_ref(), &mut produced, writes);
                 for plugin in plugins.iter() {
                     plugin.in_transaction(&mut tx, &stored)?;
                 }
-                Ok((outcome, relay_events))
+                Ok((outcome, produced))
             })
             .await
     }

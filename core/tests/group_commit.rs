@@ -197,7 +197,7 @@ async fn submission_order_is_storage_order(backend: TestBackend, name: &str) {
                 community_id: community,
                 received_at: t * 1_000_000,
             });
-            Box::pin(store.write_event(stored, true, |_, outcome| Ok(outcome)))
+            Box::pin(store.write_event(stored, true, |_, outcome, _| Ok(outcome)))
         })
         .collect();
     // Poll each write once, in order: that queues it (the queue has room for all), so

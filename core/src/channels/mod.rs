@@ -13,7 +13,7 @@ use crate::error::Reason;
 use crate::plugin::WriteCtx;
 use crate::store::channel_state as state;
 use crate::store::threads as thread_rows;
-use crate::store::{apply_deletion, event_channel, soft_delete_event, Conn};
+use crate::store::{apply_deletion, event_channel, soft_delete_event, Conn, GroupWrites};
 use crate::stored::StoredEvent;
 use buzz_nostr::event::Event;
 use buzz_nostr::keys::Keys;
@@ -21,14 +21,33 @@ use buzz_nostr::kinds::*;
 use group_state::Changed;
 use std::sync::Arc;
 
-/// Keep channel, community and thread state in step with `stored`. Returns relay-signed
-/// events produced by the change, for live fan-out after the commit.
+/// What [`apply`] did for one event.
+#[derive(Debug, Default)]
+pub struct Applied {
+    /// Relay-signed events produced by the change, for live fan-out after the commit.
+    pub produced: Vec<Arc<StoredEvent>>,
+    /// Where a conversation message was placed in its thread (its metadata row, just
+    /// written): hooks that need it are handed it instead of reading the row back.
+    pub placed: Option<thread_rows::Placed>,
+}
+
+impl From<Vec<Arc<StoredEvent>>> for Applied {
+    fn from(produced: Vec<Arc<StoredEvent>>) -> Self {
+        Applied {
+            produced,
+            placed: None,
+        }
+    }
+}
+
+/// Keep channel, community and thread state in step with `stored`.
 pub fn apply(
     conn: &mut Conn<'_>,
+    writes: &mut GroupWrites,
     wctx: &WriteCtx,
     stored: &StoredEvent,
     relay_keys: &Keys,
-) -> Result<Vec<Arc<StoredEvent>>, Reason> {
+) -> Result<Applied, Reason> {
     let event = &stored.event;
     let cid = wctx.community_id;
     let now = wctx.now_micros.div_euclid(1_000_000);
@@ -40,11 +59,11 @@ pub fn apply(
     match (event.kind, channel) {
         (CREATE_CHANNEL, Some(ch)) => {
             state::create_channel(conn, cid, ch, event)?;
-            return refresh(conn, ch, Changed::All);
+            return refresh(conn, ch, Changed::All).map(Applied::from);
         }
         (AUTHOR_DELETE, _) => {
             author_delete(conn, cid, event, now)?;
-            return Ok(Vec::new());
+            return Ok(Applied::default());
         }
         _ => {}
     }
@@ -53,15 +72,15 @@ pub fn apply(
         // verified for (the relay signs that event on the owner's behalf).
         let by = wctx.pubkey.as_deref().unwrap_or(&event.pubkey);
         community_admin(conn, cid, event, by, now)?;
-        return Ok(Vec::new());
+        return Ok(Applied::default());
     }
     let Some(ch) = channel else {
-        return Ok(Vec::new());
+        return Ok(Applied::default());
     };
     // Every other channel-scoped event needs a live channel.
-    state::live_channel(conn, cid, ch, now)?;
+    writes.live_channel(conn, cid, ch, now)?;
     let member = validate::member_of(event);
-    match event.kind {
+    let produced = match event.kind {
         EDIT_CHANNEL => {
             state::edit_channel(conn, cid, ch, event)?;
             refresh(conn, ch, Changed::Metadata)
@@ -123,12 +142,16 @@ pub fn apply(
             Ok(Vec::new())
         }
         k if CONVERSATION.contains(&k) => {
-            let placed = thread_rows::record(conn, cid, event, ch)?;
-            thread_rows::record_arrival(conn, cid, &placed, ch, wctx.now_micros)?;
-            Ok(Vec::new())
+            let placed = thread_rows::record(conn, writes, cid, event, ch)?;
+            thread_rows::record_arrival(conn, writes, cid, &placed, ch, wctx.now_micros)?;
+            return Ok(Applied {
+                produced: Vec::new(),
+                placed: Some(placed),
+            });
         }
         _ => Ok(Vec::new()),
-    }
+    }?;
+    Ok(Applied::from(produced))
 }
 
 /// What a member joining again is told (also by the access service, before any policy).

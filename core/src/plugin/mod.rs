@@ -70,7 +70,9 @@ use crate::error::Reason;
 use crate::live::LiveBus;
 pub use crate::live::LiveCondition;
 use crate::query::QueryService;
-use crate::store::{insert_event, Conn, InsertOutcome, Store};
+use crate::store::threads::Placed;
+pub use crate::store::GroupRows;
+use crate::store::{insert_event, Conn, GroupWrites, InsertOutcome, Store};
 use crate::stored::StoredEvent;
 use buzz_nostr::event::Event;
 use buzz_nostr::filter::Filter;
@@ -118,8 +120,13 @@ pub struct Tx<'t, 'c> {
     /// `events.seq` of the event being ingested, just stored in this transaction: a
     /// hook that keys its rows by it needs no lookup of its own.
     pub seq: i64,
+    /// A conversation message's place in its thread, as core just recorded it in its
+    /// metadata row (`None` for every other event): a hook needs no read-back of the row.
+    pub placed: Option<&'t Placed>,
     /// Relay-signed events stored in this transaction, delivered live after the commit.
     produced: &'t mut Vec<Arc<StoredEvent>>,
+    /// The follow-up writes of the event's PostgreSQL insert group, if it is in one.
+    group: &'t mut GroupWrites,
 }
 
 impl<'t, 'c> Tx<'t, 'c> {
@@ -127,14 +134,25 @@ impl<'t, 'c> Tx<'t, 'c> {
         conn: &'t mut Conn<'c>,
         ctx: &'t WriteCtx,
         seq: i64,
+        placed: Option<&'t Placed>,
         produced: &'t mut Vec<Arc<StoredEvent>>,
+        group: &'t mut GroupWrites,
     ) -> Self {
         Tx {
             conn,
             ctx,
             seq,
+            placed,
             produced,
+            group,
         }
+    }
+
+    /// When this event is written with others (a PostgreSQL insert group), the
+    /// group's rows of type `R`: add this event's to them and they are written once
+    /// for the group, after its last member ([`GroupRows`]). `None`: write them now.
+    pub fn group_rows<R: GroupRows>(&mut self) -> Option<&mut R> {
+        self.group.rows::<R>()
     }
 
     /// Store a relay-signed event in this transaction (it commits or rolls back with the

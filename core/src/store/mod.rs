@@ -10,6 +10,7 @@ mod checkpoint;
 mod conn;
 mod events;
 mod group_insert;
+mod group_writes;
 mod identity;
 pub mod inspect;
 pub mod lifecycle;
@@ -35,6 +36,7 @@ pub use events::{
     insert_independent, replace_relay_event, soft_delete_event, stored_ids, DeletedRow,
     InsertOutcome,
 };
+pub use group_writes::{GroupRows, GroupWrites};
 pub use identity::recorded_identity;
 pub use migrate::{MigrationId, MigrationSet, MigrationStatus, Migrations};
 pub use query::{
@@ -292,13 +294,16 @@ impl Store {
 
     /// Store `event` in the writer's group transaction (NIP-01 duplicate and
     /// replaceable rules, the tag index), then run `then` with the outcome in the same
-    /// transaction; answered after the commit, like [`Store::write`].
+    /// transaction; answered after the commit, like [`Store::write`]. `then` writes
+    /// core's per-message follow-ups through the [`GroupWrites`] it is handed, which a
+    /// PostgreSQL group writes once for all its members.
     ///
     /// `independent` says that `then` changes no other event's rows and reads none
     /// but the ones `event` names in its `e` tags. The PostgreSQL writer then inserts
     /// the event together with neighbouring independent events of its batch (two
     /// statements for all of them) before running each `then` in submission order; an
-    /// event that settles a replaceable slot is never grouped.
+    /// event that settles a replaceable slot, or names an earlier member of the group,
+    /// is never grouped with it.
     pub async fn write_event<R, F>(
         &self,
         event: Arc<crate::stored::StoredEvent>,
@@ -307,7 +312,7 @@ impl Store {
     ) -> Result<R, Reason>
     where
         R: Send + 'static,
-        F: Fn(&mut Conn<'_>, InsertOutcome) -> Result<R, Reason> + Send + 'static,
+        F: Fn(&mut Conn<'_>, InsertOutcome, &mut GroupWrites) -> Result<R, Reason> + Send + 'static,
     {
         self.inner
             .writer
@@ -327,7 +332,7 @@ impl Store {
     ) -> Result<QueuedWrite<R>, Reason>
     where
         R: Send + 'static,
-        F: Fn(&mut Conn<'_>, InsertOutcome) -> Result<R, Reason> + Send + 'static,
+        F: Fn(&mut Conn<'_>, InsertOutcome, &mut GroupWrites) -> Result<R, Reason> + Send + 'static,
     {
         self.inner
             .writer

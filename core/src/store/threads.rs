@@ -9,7 +9,7 @@
 use crate::error::Reason;
 use crate::store::prepared::{self, Val};
 use crate::store::schema::{events, thread_metadata};
-use crate::store::Conn;
+use crate::store::{Conn, GroupWrites};
 use crate::with_conn;
 use buzz_nostr::event::Event;
 use buzz_nostr::threads::{is_broadcast, marked, reply_parent, MAX_DEPTH};
@@ -116,26 +116,18 @@ impl Placed {
     }
 }
 
-/// Compute and store the metadata of a just-stored conversation event.
+/// Compute and store the metadata of a just-stored conversation event (a top-level
+/// message's row through `writes`, which may write it with the rest of its group).
 pub fn record(
     conn: &mut Conn<'_>,
+    writes: &mut GroupWrites,
     community_id: i64,
     event: &Event,
     channel_id: &str,
 ) -> Result<Placed, Reason> {
     let broadcast = is_broadcast(event);
     let Some(parent_id) = reply_parent(event) else {
-        insert(
-            conn,
-            community_id,
-            event,
-            channel_id,
-            None,
-            None,
-            0,
-            broadcast,
-            "/".into(),
-        )?;
+        writes.top_level_row(conn, community_id, event, channel_id, broadcast)?;
         return Ok(Placed {
             root_id: None,
             depth: 0,
@@ -277,6 +269,28 @@ fn count_reply(
     Ok(())
 }
 
+/// The row of a top-level message (depth 0, no parent), written now
+/// ([`GroupWrites::top_level_row`] writes a group's at once).
+pub(crate) fn insert_top_level(
+    conn: &mut Conn<'_>,
+    community_id: i64,
+    event: &Event,
+    channel_id: &str,
+    broadcast: bool,
+) -> Result<(), Reason> {
+    insert(
+        conn,
+        community_id,
+        event,
+        channel_id,
+        None,
+        None,
+        0,
+        broadcast,
+        "/".into(),
+    )
+}
+
 #[allow(clippy::too_many_arguments)]
 fn insert(
     conn: &mut Conn<'_>,
@@ -360,13 +374,14 @@ pub fn on_deleted(conn: &mut Conn<'_>, community_id: i64, event_id: &str) -> Res
 /// position anyway, which also rules out a deleted newest message.
 pub fn record_arrival(
     conn: &mut Conn<'_>,
+    writes: &mut GroupWrites,
     community_id: i64,
     placed: &Placed,
     channel_id: &str,
     received_at: i64,
 ) -> Result<(), Reason> {
     if placed.is_top_level() {
-        super::channel_state::note_timeline_arrival(conn, community_id, channel_id, received_at)?;
+        writes.timeline_arrival(conn, community_id, channel_id, received_at)?;
     }
     if let Some(root) = &placed.root_id {
         // Prepared, not diesel's `update()`: this runs for every reply, and diesel

@@ -23,6 +23,7 @@ use super::checkpoint::Checkpointer;
 use super::conn::{Backend, Conn};
 use super::events::{insert_event, InsertOutcome};
 use super::group_insert::insert_group;
+use super::group_writes::GroupWrites;
 use super::pool::{OwnedConn, Pool};
 use super::StoreError;
 use crate::error::Reason;
@@ -44,7 +45,8 @@ type AnyBox = Box<dyn Any + Send>;
 /// job by job in savepoints.
 type Job = Box<dyn Fn(&mut Conn<'_>) -> Result<AnyBox, Reason> + Send>;
 /// What follows an event's insert, given its outcome.
-type FollowUp = Box<dyn Fn(&mut Conn<'_>, InsertOutcome) -> Result<AnyBox, Reason> + Send>;
+type FollowUp =
+    Box<dyn Fn(&mut Conn<'_>, InsertOutcome, &mut GroupWrites) -> Result<AnyBox, Reason> + Send>;
 
 type Reply = oneshot::Sender<Result<AnyBox, Reason>>;
 
@@ -135,10 +137,11 @@ impl Writer {
     ) -> Result<R, Reason>
     where
         R: Send + 'static,
-        F: Fn(&mut Conn<'_>, InsertOutcome) -> Result<R, Reason> + Send + 'static,
+        F: Fn(&mut Conn<'_>, InsertOutcome, &mut GroupWrites) -> Result<R, Reason> + Send + 'static,
     {
-        let then: FollowUp =
-            Box::new(move |conn, outcome| then(conn, outcome).map(|r| Box::new(r) as AnyBox));
+        let then: FollowUp = Box::new(move |conn, outcome, writes| {
+            then(conn, outcome, writes).map(|r| Box::new(r) as AnyBox)
+        });
         let independent = independent && event.event.replace_key().is_none();
         self.queue(Work::Event {
             event,
@@ -160,10 +163,11 @@ impl Writer {
     ) -> Result<Answer<R>, Reason>
     where
         R: Send + 'static,
-        F: Fn(&mut Conn<'_>, InsertOutcome) -> Result<R, Reason> + Send + 'static,
+        F: Fn(&mut Conn<'_>, InsertOutcome, &mut GroupWrites) -> Result<R, Reason> + Send + 'static,
     {
-        let then: FollowUp =
-            Box::new(move |conn, outcome| then(conn, outcome).map(|r| Box::new(r) as AnyBox));
+        let then: FollowUp = Box::new(move |conn, outcome, writes| {
+            then(conn, outcome, writes).map(|r| Box::new(r) as AnyBox)
+        });
         let independent = independent && event.event.replace_key().is_none();
         let answer = self
             .enqueue(Work::Event {
@@ -385,7 +389,7 @@ fn run(conn: &mut Conn<'_>, work: &Work) -> Result<AnyBox, Reason> {
                 event.channel.as_deref(),
                 event.received_at,
             )?;
-            then(conn, outcome)
+            then(conn, outcome, &mut GroupWrites::immediate())
         }
     }
 }
@@ -426,9 +430,12 @@ fn run_grouped(
             .collect();
         let events: Vec<&StoredEvent> = members.iter().map(|(event, _)| *event).collect();
         let outcomes = insert_group(conn, &events)?;
+        let mut writes = GroupWrites::deferred();
         for ((_, then), outcome) in members.iter().zip(outcomes) {
-            results.push(Ok(then(&mut Conn::Pg(conn), outcome)?));
+            results.push(Ok(then(&mut Conn::Pg(conn), outcome, &mut writes)?));
         }
+        // Before the next job: it may read what the group's follow-ups wrote.
+        writes.flush(conn)?;
         rest = later;
     }
     Ok(())
@@ -436,9 +443,12 @@ fn run_grouped(
 
 /// How many leading jobs of `jobs` form one group: independent event jobs, up to the
 /// first whose event an earlier member names in an `e` tag (that earlier member's
-/// follow-up must not find it stored yet, as it would not one job at a time).
+/// follow-up must not find it stored yet, as it would not one job at a time), or that
+/// names an earlier member itself (its follow-up reads that member's rows, which the
+/// group writes only after every follow-up: `GroupWrites`).
 fn group_len(jobs: &[Request]) -> usize {
     let mut named: HashSet<(i64, &str)> = HashSet::new();
+    let mut members: HashSet<(i64, &str)> = HashSet::new();
     for (len, request) in jobs.iter().enumerate() {
         let Work::Event {
             event,
@@ -448,15 +458,17 @@ fn group_len(jobs: &[Request]) -> usize {
         else {
             return len;
         };
-        if named.contains(&(event.community_id, event.event.id.as_str())) {
-            return len;
-        }
-        named.extend(
-            event
+        let community = event.community_id;
+        if named.contains(&(community, event.event.id.as_str()))
+            || event
                 .event
                 .tag_values("e")
-                .map(|id| (event.community_id, id)),
-        );
+                .any(|id| members.contains(&(community, id)))
+        {
+            return len;
+        }
+        named.extend(event.event.tag_values("e").map(|id| (community, id)));
+        members.insert((community, event.event.id.as_str()));
     }
     jobs.len()
 }
@@ -477,7 +489,7 @@ mod tests {
                     received_at: 0,
                 }),
                 independent,
-                then: Box::new(|_, _| Ok(Box::new(()) as AnyBox)),
+                then: Box::new(|_, _, _| Ok(Box::new(()) as AnyBox)),
             },
             reply,
         }
@@ -491,8 +503,9 @@ mod tests {
         }
     }
 
-    /// A group ends before a job that is not an independent event, and before an event
-    /// an earlier member names: that member's follow-up must not find it stored yet.
+    /// A group ends before a job that is not an independent event, before an event an
+    /// earlier member names (that member's follow-up must not find it stored yet), and
+    /// before an event that names an earlier member (it must find that member's rows).
     #[test]
     fn groups_stop_where_one_at_a_time_would_differ() {
         let keys = Keys::generate();
@@ -522,12 +535,14 @@ mod tests {
         assert_eq!(group_len(&jobs), 2);
         assert_eq!(group_len(&jobs[2..]), 2);
 
-        // Naming an event earlier in the group is what one at a time does too.
+        // Naming an event earlier in the group ends it too: the earlier member's rows
+        // (its thread row, say) are written only after the group's follow-ups.
         let jobs = vec![
             event_job(c, true),
             event_job(names_c, true),
             event_job(a, true),
         ];
-        assert_eq!(group_len(&jobs), 3);
+        assert_eq!(group_len(&jobs), 1);
+        assert_eq!(group_len(&jobs[1..]), 2);
     }
 }

@@ -17,17 +17,16 @@
 //! - Joining a channel (9021, or 9000 adding someone new) starts it caught up: a
 //!   whole-channel cut at the join, so followed threads from before bring back nothing
 //!   (written into their positions too).
-//!
-//! Statements here plan with custom plans (`plans.rs`), restored after the hook.
 
 use crate::frontiers::{self, Key, Upsert, TIMELINE};
+use crate::mentions;
 use crate::scope::{self, Skew};
 use crate::sql::{first, Val, I64};
 use crate::tips::{self, Tip};
-use crate::{mentions, plans};
 use buzz_core::channels::validate::{member_of, target_id};
 use buzz_core::error::Reason;
 use buzz_core::plugin::Tx;
+use buzz_core::store::threads::Placed;
 use buzz_core::store::{channel_state, Conn};
 use buzz_core::stored::StoredEvent;
 use buzz_nostr::event::Event;
@@ -53,23 +52,23 @@ pub(crate) fn on_stored(
     let event = &stored.event;
     // A deletion may name messages of any channel (a kind 5 needs no `h` tag).
     if event.kind == AUTHOR_DELETE || event.kind == MODERATE_REMOVE {
-        return plans::around(tx.conn, |conn| deleted(conn, cid, event, bounds.skew));
+        return deleted(tx.conn, cid, event, bounds.skew);
     }
     let Some(channel) = stored.channel.as_deref() else {
         return Ok(());
     };
     let at = stored.received_at;
     match event.kind {
-        JOIN => plans::around(tx.conn, |conn| {
-            joined(conn, cid, channel, &event.pubkey, at)
-        }),
+        JOIN => joined(tx.conn, cid, channel, &event.pubkey, at),
         ADD_MEMBER => match member_of(event) {
-            Some(member) => plans::around(tx.conn, |conn| joined(conn, cid, channel, member, at)),
+            Some(member) => joined(tx.conn, cid, channel, member, at),
             None => Ok(()),
         },
-        kind if is_conversation(kind) => {
-            plans::around(tx.conn, |conn| message(conn, cid, channel, stored, bounds))
-        }
+        kind if is_conversation(kind) => match tx.placed {
+            Some(placed) => message(tx.conn, cid, channel, stored, placed, bounds),
+            // No thread metadata: core did not take it as a conversation message.
+            None => Ok(()),
+        },
         _ => Ok(()),
     }
 }
@@ -115,13 +114,10 @@ fn message(
     cid: i64,
     channel: &str,
     stored: &StoredEvent,
+    msg: &Placed,
     bounds: Bounds,
 ) -> Result<(), Reason> {
     let event = &stored.event;
-    let Some(msg) = scope::message(conn, cid, &event.id)? else {
-        // No thread metadata: core did not take it as a conversation message.
-        return Ok(());
-    };
     let at = stored.received_at;
     let before = at - 1;
     let author = event.pubkey.as_str();
@@ -134,7 +130,7 @@ fn message(
     let tip = root_msg.as_ref().map(Tip::after_reply).unwrap_or_default();
 
     // Posting marks read in each scope the message shows in.
-    if msg.in_timeline() {
+    if msg.is_top_level() {
         frontiers::upsert(
             conn,
             scoped(cid, channel, author, TIMELINE),
@@ -158,7 +154,7 @@ fn message(
     // Mentions (bounded: `mentions.rs`): counted per scope, and they follow.
     let mentioned = mentions::select(conn, cid, channel, event, bounds.max_mentions)?;
     for p in &mentioned {
-        if msg.in_timeline() {
+        if msg.is_top_level() {
             frontiers::add_mention(conn, scoped(cid, channel, p, TIMELINE), at, &event.id)?;
         }
         match &root {

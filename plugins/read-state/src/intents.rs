@@ -14,7 +14,6 @@
 use crate::frontiers::{self, Key, Upsert, TIMELINE};
 use crate::http::{self, check_url};
 use crate::ingest::is_hex64;
-use crate::plans;
 use crate::plugin::ReadState;
 use crate::scope::{self, Scope};
 use crate::tips::Tip;
@@ -251,7 +250,7 @@ async fn apply(
         .store
         .write(move |conn| {
             conn.before_deadline(deadline, cap, "read-state intent", |conn| {
-                plans::around(conn, |conn| write(conn, cid, &me, now, skew, &intent))
+                write(conn, cid, &me, now, skew, &intent)
             })
         })
         .await

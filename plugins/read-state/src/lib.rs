@@ -24,7 +24,6 @@
 //! | `admin.rs` | one reader's frontiers and sidebar, for the console's Frontiers pane |
 //! | `http.rs` | the API's error body, request ids, cache headers, query parsing, bounds |
 //! | `sql.rs` | one SQL text for both backends |
-//! | `plans.rs` | PostgreSQL: custom plans for the plugin's statements |
 //!
 //! Not part of this relay (the spec mentions them): NIP-FI admission, NIP-OA admission
 //! and NIP-RS. Every request is plain NIP-98; there is no NIP-RS state to keep apart.
@@ -36,7 +35,6 @@ mod http;
 mod ingest;
 mod intents;
 mod mentions;
-mod plans;
 mod plugin;
 mod quota;
 mod scope;

@@ -4,9 +4,9 @@
 use crate::quota::{Quota, Verdict};
 use crate::scope::Skew;
 use crate::{
-    contexts, http, ingest, intents, plans, sidebar, Config, BASE_PATH, ELIGIBLE_KINDS,
-    MAX_CHANNELS, MAX_CONTEXTS, MAX_CONTEXT_MESSAGES, MAX_INTENTS, NAME, NIP11_FIELD,
-    READ_STATE_PATH, SIDEBAR_PATH, UNKNOWN_PATHS,
+    contexts, http, ingest, intents, sidebar, Config, BASE_PATH, ELIGIBLE_KINDS, MAX_CHANNELS,
+    MAX_CONTEXTS, MAX_CONTEXT_MESSAGES, MAX_INTENTS, NAME, NIP11_FIELD, READ_STATE_PATH,
+    SIDEBAR_PATH, UNKNOWN_PATHS,
 };
 use buzz_core::ctx::ConnCtx;
 use buzz_core::error::Reason;
@@ -95,8 +95,11 @@ impl ReadState {
 }
 
 /// Run `f` on one snapshot: every read in it sees the same committed state
-/// (PostgreSQL: a repeatable-read, read-only transaction planning with custom plans,
-/// `plans.rs`; SQLite: one read transaction).
+/// (PostgreSQL: a repeatable-read, read-only transaction; SQLite: one read transaction).
+/// Every PostgreSQL session core hands out already plans each execution for its own
+/// parameters (`plan_cache_mode = force_custom_plan`, set by core's pool and checked by
+/// its `statement_bounds` test), so the plugin's prepared statements never keep a plan
+/// made on empty tables.
 pub(crate) fn snapshot<R>(
     conn: &mut Conn<'_>,
     f: impl FnOnce(&mut Conn<'_>) -> Result<R, Reason>,
@@ -108,11 +111,7 @@ pub(crate) fn snapshot<R>(
             .build_transaction()
             .repeatable_read()
             .read_only()
-            .run(|c| {
-                let mut conn = Conn::Pg(c);
-                plans::for_transaction(&mut conn)?;
-                f(&mut conn)
-            }),
+            .run(|c| f(&mut Conn::Pg(c))),
     }
 }
 

@@ -145,7 +145,7 @@ pub(crate) fn remove(conn: &mut Conn<'_>, seq: i64) -> Result<(), Reason> {
 }
 
 /// The `tsvector` literal of `tokens`: each lexeme quoted with its positions (from 1).
-fn tsvector(tokens: &[String]) -> String {
+pub(crate) fn tsvector(tokens: &[String]) -> String {
     let mut positions: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
     for (i, token) in tokens.iter().take(MAX_DOC_TOKENS).enumerate() {
         let list = positions.entry(token.as_str()).or_default();

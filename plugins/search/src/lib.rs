@@ -5,7 +5,7 @@
 //! | `claims_filter` / `answer_claimed` | every filter with `"search"`: parsed (`query.rs`, refusals `invalid:`), before AUTH `auth-required:` when it could match channel data (core's rule, on the kinds searched), then read within the reader's scope and the filter's other fields, ranked (`search.rs`), `limit` last |
 //! | `count_claimed` | NIP-45 `COUNT` of search filters: the same matches, counted |
 //! | `live_condition` | an open REQ with `search` gets new matching events, matched in process (`text.rs`, `query.rs`) |
-//! | `in_transaction` | indexes an event of the configured kinds in its own transaction; a kind 5 that deleted, a 9005 that removed, a newer revision, a delete or a redaction of an artifact takes the old entry out (`index.rs`) |
+//! | `in_transaction` | indexes an event of the configured kinds in its own transaction; a kind 5 that deleted, a 9005 that removed, a newer revision, a delete or a redaction of an artifact takes the old entry out (`index.rs`); on PostgreSQL the documents of a whole insert group are one statement (`grouped.rs`) |
 //! | `background` | the backfill of events stored before the plugin was enabled (`backfill.rs`) |
 //! | `extend_nip11` | `"search"`: the limits and indexed kinds |
 //!
@@ -19,6 +19,7 @@
 
 mod backfill;
 mod config;
+mod grouped;
 mod index;
 mod plugin;
 mod query;

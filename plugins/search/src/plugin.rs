@@ -2,6 +2,7 @@
 //! within the reader's scope, keeps them live, and keeps the index in step with ingest.
 
 use crate::config::Config;
+use crate::grouped::NewDocuments;
 use crate::index;
 use crate::query::{Bounds, Search as SearchQuery};
 use crate::search::{self, Found, Job};
@@ -170,7 +171,14 @@ impl Plugin for Search {
                 if doc.is_empty() {
                     return Ok(());
                 }
-                index::add_new(tx.conn, tx.seq, &doc)
+                let seq = tx.seq;
+                match tx.group_rows::<NewDocuments>() {
+                    Some(documents) => {
+                        documents.add(seq, &doc);
+                        Ok(())
+                    }
+                    None => index::add_new(tx.conn, seq, &doc),
+                }
             }
             _ => Ok(()),
         }

@@ -22,6 +22,7 @@ both_backends!(
     live_search_matches_new_events,
     backfill_indexes_what_came_before,
     nip11_advertises_search,
+    a_burst_is_indexed_whole,
 );
 
 async fn private_channels_are_never_found(backend: TestBackend, name: &str) {
@@ -59,6 +60,77 @@ async fn private_channels_are_never_found(backend: TestBackend, name: &str) {
     assert_eq!(alice.count(q.clone()).await, Ok(2));
     alice.add_member(&secret, &bob.pubkey()).await;
     assert_eq!(bob.count(q).await, Ok(2));
+    relay.stop().await;
+}
+
+/// A burst of messages in two channels, replies and reactions between them: on
+/// PostgreSQL the writer stores runs of them as insert groups whose documents are one
+/// statement (`grouped.rs`); every message is found, each by its own word too.
+async fn a_burst_is_indexed_whole(backend: TestBackend, name: &str) {
+    let Some(relay) = relay(backend, name).await else {
+        return;
+    };
+    let mut alice = User::new(&relay).await;
+    let channels = [
+        alice.create_channel(false).await,
+        alice.create_channel(false).await,
+    ];
+    let t = now();
+    let mut burst = Vec::new();
+    for i in 0..150 {
+        let channel = &channels[i % 2];
+        let word = format!("quokka{i}");
+        let message = alice
+            .keys
+            .sign(9, vec![tag(&["h", channel])], &format!("wombat {word}"), t);
+        if i % 10 == 0 {
+            // A reply to it and a reaction right behind it, in the same burst.
+            let reply = alice.keys.sign(
+                9,
+                vec![
+                    tag(&["h", channel]),
+                    tag(&["e", &message.id, "", "root"]),
+                    tag(&["e", &message.id, "", "reply"]),
+                ],
+                &format!("wombat reply{i}"),
+                t,
+            );
+            let reaction = alice.keys.sign(
+                7,
+                vec![tag(&["h", channel]), tag(&["e", &message.id])],
+                "+",
+                t,
+            );
+            burst.push(message);
+            burst.push(reply);
+            burst.push(reaction);
+        } else {
+            burst.push(message);
+        }
+    }
+    let oks = alice.ws.burst(&burst).await;
+    assert_eq!(oks.len(), burst.len());
+    assert!(oks.values().all(|(accepted, _)| *accepted), "{oks:?}");
+    let messages: Vec<String> = burst
+        .iter()
+        .filter(|e| e.kind == 9)
+        .map(|e| e.id.clone())
+        .collect();
+    assert_eq!(messages.len(), 165);
+
+    let all = alice
+        .search(json!({"search": "wombat", "limit": 500}))
+        .await;
+    assert_eq!(sorted(all), sorted(messages));
+    assert_eq!(alice.count(json!({"search": "wombat"})).await, Ok(165));
+    for i in [0, 1, 77, 149] {
+        let found = alice.search(json!({"search": format!("quokka{i}")})).await;
+        let expected = burst
+            .iter()
+            .find(|e| e.content == format!("wombat quokka{i}"))
+            .map(|e| e.id.clone());
+        assert_eq!(found, expected.into_iter().collect::<Vec<_>>(), "quokka{i}");
+    }
     relay.stop().await;
 }
 

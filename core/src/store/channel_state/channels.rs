@@ -72,19 +72,6 @@ pub fn lock_channel(
     }
 }
 
-/// A live channel (exists, not deleted, not expired) or the invalid-input refusal that
-/// reads the same for missing and gone channels.
-pub fn live_channel(
-    conn: &mut Conn<'_>,
-    community_id: i64,
-    id: &str,
-    now: i64,
-) -> Result<ChannelRow, Reason> {
-    load_channel(conn, community_id, id)?
-        .filter(|c| !c.is_gone(now))
-        .ok_or_else(|| Reason::invalid("channel not found"))
-}
-
 /// Create the channel of a 9007 event; its author becomes owner.
 pub fn create_channel(
     conn: &mut Conn<'_>,
