@@ -152,7 +152,8 @@ function shapes(data) {
   };
 }
 
-async function measure(relay, filters, count, conns) {
+// `shapes` is a list of [label, filter maker]; the i-th REQ uses shape i mod their count.
+async function measure(relay, shapes, count, conns) {
   const readers = await Promise.all(Array.from({ length: conns }, () => reader(relay.url)));
   const timings = [];
   const cpuBefore = cpuSeconds(relay.child.pid);
@@ -162,7 +163,8 @@ async function measure(relay, filters, count, conns) {
     readers.map(async (r) => {
       while (next < count) {
         const i = next++;
-        timings.push(await r.req(filters[i % filters.length](i)));
+        const [label, filter] = shapes[i % shapes.length];
+        timings.push({ label, ...(await r.req(filter(i))) });
       }
     }),
   );
@@ -176,7 +178,15 @@ async function measure(relay, filters, count, conns) {
   const p50 = percentile(latencies, 50);
   const slow = timings.filter((t) => t.ms > 3 * p50);
   const untouched = timings.filter((t) => !touchedByGc(t)).map((t) => t.ms).sort((a, b) => a - b);
+  // Each shape's own p50/p99 within a mixed run: which of them makes the tail.
+  const byShape = Object.fromEntries(
+    shapes.map(([label]) => {
+      const own = timings.filter((t) => t.label === label).map((t) => t.ms).sort((a, b) => a - b);
+      return [label, { p50: percentile(own, 50), p99: percentile(own, 99) }];
+    }),
+  );
   return {
+    byShape,
     qps: count / seconds,
     p50,
     p99: percentile(latencies, 99),
@@ -193,7 +203,12 @@ const row = (label, r) =>
   `  p99 ${r.p99.toFixed(2).padStart(7)} ms  CPU ${r.cpuMs.toFixed(3).padStart(7)} ms/query` +
   `  (${r.eventsPerQuery.toFixed(1)} events)` +
   `\n${"".padEnd(40)} ${r.slow} over 3× p50, ${r.slowInGc} of them in a client GC;` +
-  ` p99 of REQs no GC touched ${r.p99NoGc.toFixed(2)} ms`;
+  ` p99 of REQs no GC touched ${r.p99NoGc.toFixed(2)} ms` +
+  (Object.keys(r.byShape).length > 1
+    ? Object.entries(r.byShape)
+        .map(([label, s]) => `\n${"".padEnd(40)} ${label}: p50 ${s.p50.toFixed(2)} ms, p99 ${s.p99.toFixed(2)} ms`)
+        .join("")
+    : "");
 
 async function main() {
   const data = loadOrSignNotes();
@@ -219,13 +234,13 @@ async function main() {
     for (const relay of relays) {
       results[relay.name] = {};
       // Warm-up: caches and prepared statements, not measured.
-      await measure(relay, Object.values(byShape), 200, 1);
+      await measure(relay, Object.entries(byShape), 200, 1);
       for (const [label, filter] of Object.entries(byShape)) {
-        const r = await measure(relay, [filter], single, 1);
+        const r = await measure(relay, [[label, filter]], single, 1);
         results[relay.name][label] = r;
         console.log(row(`${relay.name}: ${label}, 1 connection`, r));
       }
-      const mixed = await measure(relay, Object.values(byShape), requests, connections);
+      const mixed = await measure(relay, Object.entries(byShape), requests, connections);
       results[relay.name].mixed = mixed;
       console.log(row(`${relay.name}: ${Object.keys(byShape).length} shapes, ${connections} connections`, mixed));
     }
