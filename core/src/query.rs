@@ -14,17 +14,16 @@
 
 mod stored;
 
-pub use stored::StoredAnswer;
+pub use stored::{FirstPage, StoredAnswer};
 
 use crate::config::LimitSettings;
 use crate::ctx::ConnCtx;
 use crate::error::Reason;
 use crate::live::LiveCondition;
 use crate::plugin::{Plugin, QueryAnswer, Services};
-use crate::store::{count_matching, query_keys};
+use crate::store::{count_matching, query_keys, WireEvent};
 use buzz_nostr::event::Event;
 use buzz_nostr::filter::Filter;
-use std::collections::HashSet;
 use std::sync::Arc;
 
 /// Everything a query produced.
@@ -140,22 +139,47 @@ impl QueryService {
     /// [`StoredAnswer`]) and ask the claiming plugins.
     /// Counted (outcome and time) in the relay's metrics.
     pub async fn execute(&self, ctx: &ConnCtx, prepared: Prepared) -> Result<QueryResult, Reason> {
+        let no_first_page: Option<FirstPage<()>> = None;
+        let (result, _) = self.execute_reading(ctx, prepared, no_first_page).await?;
+        Ok(result)
+    }
+
+    /// [`Self::execute`], reading core's first page with the keys when `first` finds
+    /// room for it (see [`FirstPage`]): that page, with the room it took, comes back
+    /// beside the result, whose [`StoredAnswer`] continues after it.
+    pub async fn execute_with_first_page<R: Send + 'static>(
+        &self,
+        ctx: &ConnCtx,
+        prepared: Prepared,
+        first: FirstPage<R>,
+    ) -> Result<(QueryResult, Option<(R, Vec<WireEvent>)>), Reason> {
+        self.execute_reading(ctx, prepared, Some(first)).await
+    }
+
+    async fn execute_reading<R: Send + 'static>(
+        &self,
+        ctx: &ConnCtx,
+        prepared: Prepared,
+        first: Option<FirstPage<R>>,
+    ) -> Result<(QueryResult, Option<(R, Vec<WireEvent>)>), Reason> {
         let started = std::time::Instant::now();
-        let outcome = self.execute_prepared(ctx, prepared).await;
+        let outcome = self.execute_prepared(ctx, prepared, first).await;
         self.services.metrics.queried(started, &outcome);
         outcome
     }
 
-    async fn execute_prepared(
+    async fn execute_prepared<R: Send + 'static>(
         &self,
         ctx: &ConnCtx,
         prepared: Prepared,
-    ) -> Result<QueryResult, Reason> {
+        first: Option<FirstPage<R>>,
+    ) -> Result<(QueryResult, Option<(R, Vec<WireEvent>)>), Reason> {
         let Prepared {
             standard, claimed, ..
         } = prepared;
         let limits = &self.services.settings.limits;
         let mut stored = StoredAnswer::empty(self.services.store.clone());
+        let mut first_page = None;
         if !standard.is_empty() {
             let scope = self.scope_of(ctx, &standard).await?;
             let community_id = scope.community_id;
@@ -165,27 +189,23 @@ impl QueryService {
                 .iter()
                 .map(|f| (f.clone(), row_limit(f, max_limit)))
                 .collect();
-            let mut keys = self
+            let store = self.services.store.clone();
+            (stored, first_page) = self
                 .services
                 .store
                 .read(move |mut conn| {
-                    let mut all = Vec::new();
+                    let mut matches = Vec::new();
                     for (filter, limit) in &jobs {
-                        all.extend(query_keys(&mut conn, &scope, filter, *limit, now)?);
+                        matches.extend(query_keys(&mut conn, &scope, filter, *limit, now)?);
                     }
-                    Ok(all)
+                    let mut stored = StoredAnswer::merged(store, community_id, matches);
+                    let page = match first {
+                        Some(first) => stored.read_first(&mut conn, first)?,
+                        None => None,
+                    };
+                    Ok((stored, page))
                 })
                 .await?;
-            let mut seen = HashSet::new();
-            keys.retain(|(key, _)| seen.insert(key.seq));
-            keys.sort_by(|(a, a_id), (b, b_id)| {
-                b.created_at.cmp(&a.created_at).then_with(|| a_id.cmp(b_id))
-            });
-            stored = StoredAnswer::new(
-                self.services.store.clone(),
-                community_id,
-                keys.into_iter().map(|(key, _)| key).collect(),
-            );
         }
         let mut result = QueryResult {
             stored,
@@ -209,7 +229,7 @@ impl QueryService {
                 }
             }
         }
-        Ok(result)
+        Ok((result, first_page))
     }
 }
 

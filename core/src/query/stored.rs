@@ -1,14 +1,28 @@
 //! Core's part of a query answer, read from the store a page at a time.
 
 use crate::error::Reason;
-use crate::store::{load_events, load_wire_events, EventKey, Store, WireEvent};
+use crate::store::{load_events, load_wire_events, Conn, EventKey, Store, WireEvent};
 use buzz_nostr::event::Event;
+use std::collections::HashSet;
 
 /// Most rows one page reads (each is one SQL parameter).
 const MAX_PAGE_ROWS: usize = 256;
 /// What an event costs on the wire besides its content and tags (id, pubkey, sig, keys,
 /// framing): added to each key's size when a page is sized.
 const EVENT_OVERHEAD: usize = 400;
+
+/// How a caller that sends pages within a byte bound (a WebSocket REQ) has the first
+/// page read together with the keys: one trip to the store's read threads instead of
+/// two, which for the common answer of one page halves the thread hand-offs a REQ waits
+/// on. `room` is asked, on the read thread, for the page's estimated bytes right after
+/// the keys are known and before the page is read — so the page is counted against the
+/// caller's bound before it exists, as every later page is — and must not wait: `None`
+/// (no room now) leaves the page to be read after the caller has waited for room.
+pub struct FirstPage<R> {
+    /// The page's byte budget, as for [`StoredAnswer::next_wire_page`].
+    pub budget: usize,
+    pub room: Box<dyn FnOnce(usize) -> Option<R> + Send>,
+}
 
 /// The keys of core's matches in wire order, and how far they have been read.
 pub struct StoredAnswer {
@@ -30,6 +44,44 @@ impl StoredAnswer {
             keys,
             next: 0,
         }
+    }
+
+    /// The answer to the matches of several filters: each event once, newest first,
+    /// ties by id.
+    pub(crate) fn merged(
+        store: Store,
+        community_id: i64,
+        mut matches: Vec<(EventKey, String)>,
+    ) -> Self {
+        let mut seen = HashSet::new();
+        matches.retain(|(key, _)| seen.insert(key.seq));
+        matches.sort_by(|(a, a_id), (b, b_id)| {
+            b.created_at.cmp(&a.created_at).then_with(|| a_id.cmp(b_id))
+        });
+        let keys = matches.into_iter().map(|(key, _)| key).collect();
+        Self::new(store, community_id, keys)
+    }
+
+    /// Read the first page on `conn`, the connection the keys were just read on, if
+    /// `first` finds room for it (see [`FirstPage`]); `None` leaves every page to
+    /// [`Self::next_wire_page`].
+    pub(crate) fn read_first<R>(
+        &mut self,
+        conn: &mut Conn<'_>,
+        first: FirstPage<R>,
+    ) -> Result<Option<(R, Vec<WireEvent>)>, Reason> {
+        let bytes = self.next_page_bytes(first.budget);
+        if bytes == 0 {
+            return Ok(None);
+        }
+        let Some(room) = (first.room)(bytes) else {
+            return Ok(None);
+        };
+        let Some(seqs) = self.take_page(first.budget) else {
+            return Ok(None);
+        };
+        let page = load_wire_events(conn, self.community_id, &seqs)?;
+        Ok(Some((room, page)))
     }
 
     /// Nothing matched.

@@ -148,6 +148,15 @@ impl Outbound {
         self.within_stall(take).await
     }
 
+    /// [`Outbound::reserve`] without waiting (`None`: no room now), for a page read on a
+    /// store thread, which must not wait on the client.
+    pub(super) fn try_reserve(&self, bytes: usize) -> Option<Reserved> {
+        let n = u32::try_from(bytes.clamp(1, self.max_bytes)).unwrap_or(u32::MAX);
+        let conn = self.conn_bytes.clone().try_acquire_many_owned(n).ok()?;
+        let relay = self.relay_bytes.clone().try_acquire_many_owned(n).ok()?;
+        Some(Reserved(Some([conn, relay])))
+    }
+
     /// [`Outbound::send_answer`] for a message of a page reserved with
     /// [`Outbound::reserve`]: its charge comes out of the reservation, and only what the
     /// page's estimate fell short by is waited for.

@@ -3,8 +3,11 @@
 
 use super::answered::Answered;
 use super::messages;
+use super::outbound::Reserved;
 use super::{Connection, Sub};
 use crate::error::Reason;
+use crate::query::FirstPage;
+use crate::store::WireEvent;
 use buzz_nostr::event::Event;
 use buzz_nostr::filter::Filter;
 use serde_json::Value;
@@ -61,14 +64,32 @@ impl Connection {
         if was_idle {
             self.refresh_scope().await;
         }
-        let result = match self.state.query.execute(&self.ctx, prepared).await {
-            Ok(result) if result.object.is_some() => Err(Reason::invalid(
+        // Stream core's events a page at a time within the outbound bound, then the
+        // plugins' events, then EOSE; the subscription is live from then on.
+        // Each page's room is taken before it is read, so a client that does not read
+        // holds its pages' bytes within its outbound bound too. A page is a quarter of
+        // that bound, so live events still find room while an answer streams. The first
+        // page is read with the keys when there is room for it at once (`FirstPage`):
+        // most answers are one page, and then one trip to the store serves the REQ.
+        let page_budget = (self.state.services.settings.limits.max_outbound_bytes / 4).max(1);
+        let out = self.out.clone();
+        let first = FirstPage {
+            budget: page_budget,
+            room: Box::new(move |bytes| out.try_reserve(bytes)),
+        };
+        let executed = self
+            .state
+            .query
+            .execute_with_first_page(&self.ctx, prepared, first)
+            .await;
+        let executed = match executed {
+            Ok((result, _)) if result.object.is_some() => Err(Reason::invalid(
                 "this request is only served by POST /query",
             )),
             other => other,
         };
-        let mut result = match result {
-            Ok(result) => result,
+        let (mut result, first_page) = match executed {
+            Ok(executed) => executed,
             Err(reason) => {
                 self.live.remove(key);
                 self.out
@@ -76,14 +97,16 @@ impl Connection {
                 return;
             }
         };
-        // Stream core's events a page at a time within the outbound bound, then the
-        // plugins' events, then EOSE; the subscription is live from then on.
-        // Each page's room is taken before it is read, so a client that does not read
-        // holds its pages' bytes within its outbound bound too. A page is a quarter of
-        // that bound, so live events still find room while an answer streams.
-        let page_budget = (self.state.services.settings.limits.max_outbound_bytes / 4).max(1);
         let mut answered = Answered::new();
         let prefix = messages::event_prefix(&sub_id);
+        if let Some((mut reserved, page)) = first_page {
+            if !self
+                .send_page(&prefix, &page, &mut reserved, &mut answered)
+                .await
+            {
+                return self.live.remove(key);
+            }
+        }
         loop {
             let page_bytes = result.stored.next_page_bytes(page_budget);
             if page_bytes == 0 {
@@ -94,12 +117,11 @@ impl Connection {
             };
             match result.stored.next_wire_page(page_budget).await {
                 Ok(Some(page)) => {
-                    for event in &page {
-                        answered.push(&event.id);
-                        let text = messages::event_frame(&prefix, &event.json);
-                        if !self.out.send_reserved(text, &mut reserved).await {
-                            return self.live.remove(key);
-                        }
+                    if !self
+                        .send_page(&prefix, &page, &mut reserved, &mut answered)
+                        .await
+                    {
+                        return self.live.remove(key);
                     }
                 }
                 Ok(None) => break,
@@ -130,6 +152,26 @@ impl Connection {
                 answered,
             },
         );
+    }
+
+    /// Queue a page of a REQ's stored events within the room reserved for it (waiting
+    /// for more only if the page's estimate fell short); `false`: the client is gone or
+    /// too slow.
+    async fn send_page(
+        &self,
+        prefix: &str,
+        page: &[WireEvent],
+        reserved: &mut Reserved,
+        answered: &mut Answered,
+    ) -> bool {
+        for event in page {
+            answered.push(&event.id);
+            let text = messages::event_frame(prefix, &event.json);
+            if !self.out.send_reserved(text, reserved).await {
+                return false;
+            }
+        }
+        true
     }
 
     /// Queue a REQ's events, waiting for room; `false`: the client is gone or too slow.
