@@ -5,8 +5,10 @@
 //   node read-load.mjs --relay-bin ../../target/release/buzz-relay \
 //       [--peer-bin ~/.cargo/bin/nostr-rs-relay] [--notes 20000] [--requests 4000] \
 //       [--connections 4] [--database-url postgres://postgres@127.0.0.1:5432/<scratch>] \
-//       [--notes-file /tmp/notes.json] [--shape "kinds"] [--single 500]
+//       [--notes-file /tmp/notes.json] [--shape "kinds"] [--single 500] [--relay-cpus 0]
 //
+// (--relay-cpus LIST confines each relay to those CPUs with taskset; run this script
+// under `taskset -c OTHER node …` to keep the client off them.)
 // 1. signs --notes kind-1 notes (200 authors, 100 `t` topics, created over the last ten
 //    minutes) and publishes the same notes to every relay;
 // 2. for each filter shape — {"kinds":[1],"limit":50}, {"authors":[a],"limit":20},
@@ -217,8 +219,9 @@ async function main() {
   const oldest = Math.min(...data.events.map((e) => e.created_at));
   const skew = Math.max(900, Math.floor(Date.now() / 1000) - oldest + 900);
   const env = { BUZZ__LIMITS__MAX_CLOCK_SKEW_SECS: String(skew) };
-  const relays = [await startBuzz(args["relay-bin"], args["database-url"], env)];
-  if (args["peer-bin"]) relays.push(await startPeer(args["peer-bin"]));
+  const cpus = args["relay-cpus"];
+  const relays = [await startBuzz(args["relay-bin"], args["database-url"], env, cpus)];
+  if (args["peer-bin"]) relays.push(await startPeer(args["peer-bin"], cpus));
   const results = {};
   try {
     for (const relay of relays) {

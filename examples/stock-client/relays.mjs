@@ -46,8 +46,16 @@ export async function waitForRelay(url, child) {
   throw new Error(`${url}: the relay did not start`);
 }
 
+// `bin args` as a child process, confined to the CPUs `cpus` names (taskset's list syntax,
+// e.g. "0" or "0-1") when given: on a small box, a relay kept off the client's CPU is
+// measured without the client's own threads (V8's GC and compiler workers) taking the CPU
+// a relay thread was woken on. taskset execs the relay, so the child's pid is the relay's.
+function spawnOn(cpus, bin, argv, options) {
+  return cpus ? spawn("taskset", ["-c", cpus, bin, ...argv], options) : spawn(bin, argv, options);
+}
+
 // A relay process of ours, on a fresh data directory and a free port.
-export async function startBuzz(bin, databaseUrl, extraEnv = {}) {
+export async function startBuzz(bin, databaseUrl, extraEnv = {}, cpus = undefined) {
   const dir = mkdtempSync(join(tmpdir(), "buzz-read-load-"));
   const port = await freePort();
   const env = {
@@ -59,13 +67,13 @@ export async function startBuzz(bin, databaseUrl, extraEnv = {}) {
     RUST_LOG: "warn",
     ...extraEnv,
   };
-  const child = spawn(bin, [], { cwd: dir, env, stdio: ["ignore", "ignore", "inherit"] });
+  const child = spawnOn(cpus, bin, [], { cwd: dir, env, stdio: ["ignore", "ignore", "inherit"] });
   const url = `ws://127.0.0.1:${port}/`;
   await waitForRelay(url, child);
   return { name: "buzz", url, child, dir };
 }
 
-export async function startPeer(bin) {
+export async function startPeer(bin, cpus = undefined) {
   const dir = mkdtempSync(join(tmpdir(), "peer-read-load-"));
   const port = await freePort();
   writeFileSync(
@@ -75,7 +83,7 @@ export async function startPeer(bin) {
       `[network]\naddress = "127.0.0.1"\nport = ${port}\n` +
       `[limits]\nmax_event_bytes = 524288\n`,
   );
-  const child = spawn(bin, ["--config", join(dir, "config.toml"), "--db", dir], {
+  const child = spawnOn(cpus, bin, ["--config", join(dir, "config.toml"), "--db", dir], {
     cwd: dir,
     env: { ...process.env, RUST_LOG: "warn" },
     stdio: ["ignore", "ignore", "inherit"],
