@@ -16,6 +16,7 @@ mod stored;
 
 pub use stored::{FirstPage, StoredAnswer};
 
+use crate::access::StoredCheck;
 use crate::config::LimitSettings;
 use crate::ctx::ConnCtx;
 use crate::error::Reason;
@@ -44,6 +45,9 @@ pub struct Prepared {
     claimed: Vec<(usize, Vec<Filter>)>,
     /// Claimed filters their plugin keeps live ([`Plugin::live_condition`]).
     live_claimed: Vec<(Filter, LiveCondition)>,
+    /// Access checks that need stored rows (an anonymous ids lookup), run on the
+    /// connection that then reads, before anything is read: a refusal still reads nothing.
+    stored_checks: Vec<StoredCheck>,
 }
 
 impl Prepared {
@@ -76,7 +80,9 @@ impl QueryService {
     }
 
     /// Every refusal a query can get before anything is read: shape and size bounds,
-    /// core's access rules, plugins' filter rules.
+    /// core's access rules, plugins' filter rules — except the part of an access check
+    /// that needs stored rows (an anonymous ids lookup), which runs in the same trip to
+    /// the store as the read, still before anything is read.
     /// A refusal here is counted as a rejected query in the relay's metrics.
     pub async fn prepare(&self, ctx: &ConnCtx, filters: Vec<Filter>) -> Result<Prepared, Reason> {
         let started = std::time::Instant::now();
@@ -117,8 +123,9 @@ impl QueryService {
                 None => standard.push(filter),
             }
         }
+        let mut stored_checks = Vec::new();
         for filter in &standard {
-            self.services.access.check_filter(ctx, filter).await?;
+            stored_checks.extend(self.services.access.check_filter_shape(ctx, filter)?);
             for plugin in self.plugins.iter() {
                 if let Err(reason) = plugin.check_filter(ctx, filter) {
                     self.services
@@ -132,6 +139,7 @@ impl QueryService {
             standard,
             claimed,
             live_claimed,
+            stored_checks,
         })
     }
 
@@ -175,7 +183,10 @@ impl QueryService {
         first: Option<FirstPage<R>>,
     ) -> Result<(QueryResult, Option<(R, Vec<WireEvent>)>), Reason> {
         let Prepared {
-            standard, claimed, ..
+            standard,
+            claimed,
+            stored_checks,
+            ..
         } = prepared;
         let limits = &self.services.settings.limits;
         let mut stored = StoredAnswer::empty(self.services.store.clone());
@@ -194,6 +205,9 @@ impl QueryService {
                 .services
                 .store
                 .read(move |mut conn| {
+                    for check in &stored_checks {
+                        check.run(&mut conn)?;
+                    }
                     let mut matches = Vec::new();
                     for (filter, limit) in &jobs {
                         matches.extend(query_keys(&mut conn, &scope, filter, *limit, now)?);
@@ -250,7 +264,10 @@ impl QueryService {
 
     async fn count_checked(&self, ctx: &ConnCtx, filters: Vec<Filter>) -> Result<u64, Reason> {
         let Prepared {
-            standard, claimed, ..
+            standard,
+            claimed,
+            stored_checks,
+            ..
         } = self.prepare_checked(ctx, filters).await?;
         if let [(index, filters)] = claimed.as_slice() {
             if standard.is_empty() {
@@ -270,7 +287,12 @@ impl QueryService {
         let now = self.services.clock.now_secs();
         self.services
             .store
-            .read(move |mut conn| count_matching(&mut conn, &scope, &standard, now))
+            .read(move |mut conn| {
+                for check in &stored_checks {
+                    check.run(&mut conn)?;
+                }
+                count_matching(&mut conn, &scope, &standard, now)
+            })
             .await
     }
 
@@ -302,13 +324,26 @@ impl QueryService {
         verb: &str,
     ) -> Result<Vec<Filter>, Reason> {
         let Prepared {
-            standard, claimed, ..
+            standard,
+            claimed,
+            stored_checks,
+            ..
         } = self.prepare_checked(ctx, filters).await?;
         if !claimed.is_empty() {
             return Err(Reason::invalid(format!(
                 "{verb} takes plain NIP-01 filters; this one has extension fields that only \
                  REQ or POST /query answer"
             )));
+        }
+        if !stored_checks.is_empty() {
+            self.services
+                .store
+                .read(move |mut conn| {
+                    stored_checks
+                        .iter()
+                        .try_for_each(|check| check.run(&mut conn))
+                })
+                .await?;
         }
         Ok(standard)
     }

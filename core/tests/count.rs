@@ -141,13 +141,17 @@ async fn anonymous_channel_counts_are_auth_required(backend: TestBackend, name: 
     };
     let alice = Keys::generate();
     let mut writer = authed(&relay, &alice).await;
-    ok(&mut writer, &alice, 1, vec![]).await;
+    let note = ok(&mut writer, &alice, 1, vec![]).await;
     let ch = create_channel(&mut writer, &alice, false).await;
+    let message = ok(&mut writer, &alice, 9, vec![tag(&["h", &ch])]).await;
     let mut anon = relay.ws().await;
     for filter in [
         json!({"kinds": [9]}),
         json!({"#h": [ch]}),
         json!({"kinds": [39000]}),
+        // An ids lookup is judged by what the ids are (a stored row check, run with the
+        // count): one channel message among them is enough.
+        json!({"ids": [note.id, message.id]}),
     ] {
         let text = anon
             .count("a", vec![filter.clone()])
@@ -164,6 +168,11 @@ async fn anonymous_channel_counts_are_auth_required(backend: TestBackend, name: 
         .await
         .expect("COUNT");
     assert_eq!(public, json!({"count": 1}));
+    let by_id = anon
+        .count("i", vec![json!({"ids": [note.id]})])
+        .await
+        .expect("COUNT of a public note by id");
+    assert_eq!(by_id, json!({"count": 1}));
     // After AUTH the refused count is answered.
     assert_eq!(anon.auth(&Keys::generate()).await, (true, String::new()));
     let after = anon

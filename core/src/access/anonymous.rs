@@ -27,6 +27,7 @@ use super::AccessService;
 use crate::channels::validate::is_lowercase_uuid;
 use crate::ctx::ConnCtx;
 use crate::error::Reason;
+use crate::store::Conn;
 use buzz_nostr::filter::Filter;
 use buzz_nostr::kinds::{requires_channel, GROUP_STATE};
 
@@ -56,37 +57,71 @@ impl AccessService {
     /// then see is their scope. Unauthenticated ones only when the filter cannot match
     /// channel data (module docs).
     pub async fn check_filter(&self, ctx: &ConnCtx, filter: &Filter) -> Result<(), Reason> {
-        if ctx.is_authenticated() {
-            return Ok(());
+        match self.check_filter_shape(ctx, filter)? {
+            None => Ok(()),
+            Some(check) => self.store.read(move |mut conn| check.run(&mut conn)).await,
         }
-        if !ctx.community.open || self.may_match_channel_data(ctx, filter).await? {
-            return Err(Reason::AuthRequired(AUTH_FIRST.into()));
-        }
-        Ok(())
     }
 
-    async fn may_match_channel_data(&self, ctx: &ConnCtx, filter: &Filter) -> Result<bool, Reason> {
+    /// [`Self::check_filter`] as far as the filter's shape decides it; the part that
+    /// needs stored rows (an anonymous ids lookup) comes back as a [`StoredCheck`] for
+    /// the caller to run on the connection it reads with — the query service runs it in
+    /// the same trip to the store as the query itself, before anything is read.
+    pub fn check_filter_shape(
+        &self,
+        ctx: &ConnCtx,
+        filter: &Filter,
+    ) -> Result<Option<StoredCheck>, Reason> {
+        if ctx.is_authenticated() {
+            return Ok(None);
+        }
+        if !ctx.community.open || self.may_match_channel_data(filter) {
+            return Err(Reason::AuthRequired(AUTH_FIRST.into()));
+        }
+        if filter.kinds.is_some() {
+            // Judged by its kinds alone.
+            return Ok(None);
+        }
+        // No kinds, channels or channel `#d`: its ids decide, if it names any.
+        Ok(filter
+            .ids
+            .clone()
+            .filter(|ids| !ids.is_empty())
+            .map(|ids| StoredCheck {
+                community_id: ctx.community_id(),
+                ids,
+            }))
+    }
+
+    /// Could the filter match channel data, judged from its shape alone (an ids lookup
+    /// is judged by [`StoredCheck`])?
+    fn may_match_channel_data(&self, filter: &Filter) -> bool {
         if filter.channels().is_some() {
-            return Ok(true);
+            return true;
         }
         if let Some(kinds) = &filter.kinds {
-            return Ok(kinds.iter().any(|k| self.is_channel_kind(*k)));
+            return kinds.iter().any(|k| self.is_channel_kind(*k));
         }
-        let names_a_channel_d = filter
+        filter
             .tags
             .get("d")
-            .is_some_and(|values| values.iter().any(|v| is_lowercase_uuid(v)));
-        if names_a_channel_d {
-            return Ok(true);
+            .is_some_and(|values| values.iter().any(|v| is_lowercase_uuid(v)))
+    }
+}
+
+/// The rest of an anonymous reader's check of an ids lookup: every id must be a stored
+/// community-wide event (module docs), else `auth-required:`.
+pub struct StoredCheck {
+    community_id: i64,
+    ids: Vec<String>,
+}
+
+impl StoredCheck {
+    pub fn run(&self, conn: &mut Conn<'_>) -> Result<(), Reason> {
+        if crate::store::all_community_wide(conn, self.community_id, &self.ids)? {
+            Ok(())
+        } else {
+            Err(Reason::AuthRequired(AUTH_FIRST.into()))
         }
-        let Some(ids) = filter.ids.clone().filter(|ids| !ids.is_empty()) else {
-            return Ok(false);
-        };
-        let community = ctx.community_id();
-        let all_public = self
-            .store
-            .read(move |mut conn| crate::store::all_community_wide(&mut conn, community, &ids))
-            .await?;
-        Ok(!all_public)
     }
 }

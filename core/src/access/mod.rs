@@ -35,6 +35,7 @@ use read::ChannelTable;
 use std::sync::Arc;
 
 pub(crate) use actions::classify;
+pub use anonymous::StoredCheck;
 pub use authority::Authority;
 pub use policies::{reload_on_sighup, CommunityPolicies, CommunityScripts};
 
