@@ -5,7 +5,7 @@ import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 
 const TICKS = 100; // USER_HZ: the unit of /proc/<pid>/stat times
 export const cpuSeconds = (pid) => {
@@ -50,8 +50,14 @@ export async function waitForRelay(url, child) {
 // e.g. "0" or "0-1") when given: on a small box, a relay kept off the client's CPU is
 // measured without the client's own threads (V8's GC and compiler workers) taking the CPU
 // a relay thread was woken on. taskset execs the relay, so the child's pid is the relay's.
+// A path with a directory in it is taken from this script's working directory, as a
+// shell would (the relay itself runs in its own data directory); a bare name is looked up
+// on PATH.
 function spawnOn(cpus, bin, argv, options) {
-  return cpus ? spawn("taskset", ["-c", cpus, bin, ...argv], options) : spawn(bin, argv, options);
+  const program = bin.includes("/") ? resolve(bin) : bin;
+  return cpus
+    ? spawn("taskset", ["-c", cpus, program, ...argv], options)
+    : spawn(program, argv, options);
 }
 
 // A relay process of ours, on a fresh data directory and a free port.
