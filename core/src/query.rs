@@ -27,6 +27,10 @@ use buzz_nostr::event::Event;
 use buzz_nostr::filter::Filter;
 use std::sync::Arc;
 
+/// A query's result and, when asked for with [`FirstPage`], core's first page read
+/// with its keys (with the room it took).
+pub type WithFirstPage<R> = (QueryResult, Option<(R, Vec<WireEvent>)>);
+
 /// Everything a query produced.
 pub struct QueryResult {
     /// Core's matches, read a page at a time; they come first on the wire.
@@ -160,7 +164,7 @@ impl QueryService {
         ctx: &ConnCtx,
         prepared: Prepared,
         first: FirstPage<R>,
-    ) -> Result<(QueryResult, Option<(R, Vec<WireEvent>)>), Reason> {
+    ) -> Result<WithFirstPage<R>, Reason> {
         self.execute_reading(ctx, prepared, Some(first)).await
     }
 
@@ -169,7 +173,7 @@ impl QueryService {
         ctx: &ConnCtx,
         prepared: Prepared,
         first: Option<FirstPage<R>>,
-    ) -> Result<(QueryResult, Option<(R, Vec<WireEvent>)>), Reason> {
+    ) -> Result<WithFirstPage<R>, Reason> {
         let started = std::time::Instant::now();
         let outcome = self.execute_prepared(ctx, prepared, first).await;
         self.services.metrics.queried(started, &outcome);
@@ -181,7 +185,7 @@ impl QueryService {
         ctx: &ConnCtx,
         prepared: Prepared,
         first: Option<FirstPage<R>>,
-    ) -> Result<(QueryResult, Option<(R, Vec<WireEvent>)>), Reason> {
+    ) -> Result<WithFirstPage<R>, Reason> {
         let Prepared {
             standard,
             claimed,
@@ -205,9 +209,7 @@ impl QueryService {
                 .services
                 .store
                 .read(move |mut conn| {
-                    for check in &stored_checks {
-                        check.run(&mut conn)?;
-                    }
+                    StoredCheck::run_all(&stored_checks, &mut conn)?;
                     let mut matches = Vec::new();
                     for (filter, limit) in &jobs {
                         matches.extend(query_keys(&mut conn, &scope, filter, *limit, now)?);
@@ -288,9 +290,7 @@ impl QueryService {
         self.services
             .store
             .read(move |mut conn| {
-                for check in &stored_checks {
-                    check.run(&mut conn)?;
-                }
+                StoredCheck::run_all(&stored_checks, &mut conn)?;
                 count_matching(&mut conn, &scope, &standard, now)
             })
             .await
@@ -338,11 +338,7 @@ impl QueryService {
         if !stored_checks.is_empty() {
             self.services
                 .store
-                .read(move |mut conn| {
-                    stored_checks
-                        .iter()
-                        .try_for_each(|check| check.run(&mut conn))
-                })
+                .read(move |mut conn| StoredCheck::run_all(&stored_checks, &mut conn))
                 .await?;
         }
         Ok(standard)

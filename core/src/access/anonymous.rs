@@ -117,6 +117,11 @@ pub struct StoredCheck {
 }
 
 impl StoredCheck {
+    /// Run every check of a query on the connection it is about to read with.
+    pub fn run_all(checks: &[StoredCheck], conn: &mut Conn<'_>) -> Result<(), Reason> {
+        checks.iter().try_for_each(|check| check.run(conn))
+    }
+
     pub fn run(&self, conn: &mut Conn<'_>) -> Result<(), Reason> {
         if crate::store::all_community_wide(conn, self.community_id, &self.ids)? {
             Ok(())

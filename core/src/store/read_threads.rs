@@ -68,9 +68,9 @@ impl Shared {
     }
 }
 
-/// The read's thread panicked (its answer will never come), or the store closed first.
+/// The read panicked on its thread: its answer will never come.
 #[derive(Debug, thiserror::Error)]
-#[error("the read did not finish: its thread panicked or the store closed")]
+#[error("the read did not finish: it panicked on its read thread")]
 pub(super) struct ReadLost;
 
 impl ReadThreads {
@@ -84,19 +84,31 @@ impl ReadThreads {
             threads: OnceLock::new(),
         });
         let mut handles = Vec::with_capacity(count);
+        let mut failed = None;
         for me in 0..count {
             let mine = shared.clone();
             // Detached: a store may be dropped on an async thread, where joining is not
             // allowed; an idle thread exits once the store is closed.
-            let handle = thread::Builder::new()
+            match thread::Builder::new()
                 .name("buzz-store-read".into())
-                .spawn(move || serve(&mine, me))?;
-            handles.push(handle.thread().clone());
+                .spawn(move || serve(&mine, me))
+            {
+                Ok(handle) => handles.push(handle.thread().clone()),
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            }
         }
         // Set before anyone can call `spawn` (only the threads themselves ran so far,
         // and they never wake each other).
         let _ = shared.threads.set(handles);
-        Ok(ReadThreads { shared })
+        let threads = ReadThreads { shared };
+        match failed {
+            // Dropping `threads` lets the ones already started exit.
+            Some(e) => Err(e),
+            None => Ok(threads),
+        }
     }
 
     /// Run `f` on a read thread; its answer, or [`ReadLost`] if it panicked.
