@@ -5,7 +5,8 @@
 //   node read-load.mjs --relay-bin ../../target/release/buzz-relay \
 //       [--peer-bin ~/.cargo/bin/nostr-rs-relay] [--notes 20000] [--requests 4000] \
 //       [--connections 4] [--database-url postgres://postgres@127.0.0.1:5432/<scratch>] \
-//       [--notes-file /tmp/notes.json] [--shape "kinds"] [--single 500] [--relay-cpus 0]
+//       [--notes-file /tmp/notes.json] [--shape "kinds"] [--single 500] [--relay-cpus 0] \
+//       [--warmup 1000]
 //
 // (--relay-cpus LIST confines each relay to those CPUs with taskset; run this script
 // under `taskset -c OTHER node …` to keep the client off them.)
@@ -14,7 +15,12 @@
 // 2. for each filter shape — {"kinds":[1],"limit":50}, {"authors":[a],"limit":20},
 //    {"#t":[x],"limit":20}, {"ids":[10 ids]} — runs --single REQs one at a time on one
 //    connection (REQ, wait for EOSE, CLOSE);
-// 3. runs --requests REQs of the four shapes in turn over --connections connections, each
+// 3. runs --warmup REQs of the mixed load below and prints their figures as a warm-up,
+//    not counted: the first second of a load at this concurrency is slower at p99 on
+//    both sides (the client's compiler and heap; the relay's read threads and pooled
+//    connections that the one-connection runs left idle), and the target is the
+//    steady state;
+// 4. runs --requests REQs of the four shapes in turn over --connections connections, each
 //    connection one REQ at a time (closed loop);
 // (--shape TEXT keeps only the shapes whose label contains TEXT, for profiling one of them)
 // and prints, per relay and run, queries/s, p50/p99 from REQ to EOSE, and the relay's CPU
@@ -40,6 +46,7 @@ const notes = Number(args.notes ?? 20_000);
 const requests = Number(args.requests ?? 4_000);
 const connections = Number(args.connections ?? 4);
 const single = Number(args.single ?? 500);
+const warmup = Number(args.warmup ?? 1_000);
 if (!args["relay-bin"]) throw new Error("--relay-bin <buzz-relay> is required");
 
 // The notes every relay gets: the same signed events.
@@ -242,6 +249,10 @@ async function main() {
         const r = await measure(relay, [[label, filter]], single, 1);
         results[relay.name][label] = r;
         console.log(row(`${relay.name}: ${label}, 1 connection`, r));
+      }
+      if (warmup > 0) {
+        const cold = await measure(relay, Object.entries(byShape), warmup, connections);
+        console.log(row(`${relay.name}: warm-up, not counted (${connections} connections)`, cold));
       }
       const mixed = await measure(relay, Object.entries(byShape), requests, connections);
       results[relay.name].mixed = mixed;

@@ -308,7 +308,7 @@ pub fn all_community_wide(
     let wanted: std::collections::HashSet<&String> = ids.iter().collect();
     let found: i64 = with_conn!(conn, |c| events::table
         .filter(events::community_id.eq(community_id))
-        .filter(events::id.eq_any(ids))
+        .filter(super::one_of::one_of(events::id, ids.to_vec()))
         .filter(events::channel_id.is_null())
         .count()
         .get_result(c))?;

@@ -8,6 +8,7 @@
 pub mod channel_state;
 mod checkpoint;
 mod conn;
+mod conn_state;
 mod events;
 mod group_insert;
 mod group_writes;
@@ -16,6 +17,7 @@ pub mod inspect;
 pub mod lifecycle;
 mod migrate;
 pub mod moderation;
+mod one_of;
 mod planner_stats;
 mod pool;
 pub mod prepared;

@@ -38,6 +38,7 @@ impl CustomizeConnection<SqliteConnection, diesel::r2d2::Error> for SqliteSetup 
              PRAGMA journal_size_limit = 67108864;",
         )
         .map_err(diesel::r2d2::Error::QueryError)?;
+        diesel::Connection::set_instrumentation(conn, super::conn_state::ConnState::new());
         super::readable_fn::register(conn).map_err(diesel::r2d2::Error::QueryError)
     }
 }
@@ -115,8 +116,12 @@ impl Pool {
             }
             buzz_sqlite_plans::register();
             use_wal(path)?;
+            // No validity query at every checkout (r2d2's default `SELECT 1`, parsed
+            // anew each time): a connection to a local file does not go stale; a
+            // failing one fails the statement that uses it.
             let pool = R2d2::builder()
                 .max_size(reads + 2)
+                .test_on_check_out(false)
                 .connection_timeout(Duration::from_secs(10))
                 .connection_customizer(Box::new(SqliteSetup))
                 .build(ConnectionManager::<SqliteConnection>::new(path))
@@ -181,7 +186,9 @@ impl Pool {
             Pool::Sqlite(p) => {
                 let mut c = p.get().map_err(StoreError::from)?;
                 super::planner_stats::reload_if_stale(&mut c)?;
-                f(Conn::Sqlite(&mut c))
+                let result = f(Conn::Sqlite(&mut c));
+                super::conn_state::bound_statement_cache(&mut c);
+                result
             }
             Pool::Pg(p) => {
                 let mut c = p.get().map_err(StoreError::from)?;

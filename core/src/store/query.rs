@@ -2,6 +2,7 @@
 //! reader may see.
 
 use super::conn::Conn;
+use super::one_of::one_of;
 use super::schema::{event_tags, events};
 use super::StoreError;
 use crate::error::Reason;
@@ -221,10 +222,10 @@ macro_rules! scoped {
                     q.filter(
                         events::channel_id
                             .is_null()
-                            .or(events::channel_id.eq_any(list.clone())),
+                            .or(one_of(events::channel_id, list.clone())),
                     )
                 } else {
-                    q.filter(events::channel_id.eq_any(list.clone()))
+                    q.filter(one_of(events::channel_id, list.clone()))
                 }),
                 None => None,
             },
@@ -282,14 +283,14 @@ macro_rules! narrowed {
         let filter: &Filter = $filter;
         let mut q = $q;
         if let Some(ids) = &filter.ids {
-            q = q.filter(events::id.eq_any(ids.clone()));
+            q = q.filter(one_of(events::id, ids.clone()));
         }
         if let Some(authors) = &filter.authors {
-            q = q.filter(events::pubkey.eq_any(authors.clone()));
+            q = q.filter(one_of(events::pubkey, authors.clone()));
         }
         if let Some(kinds) = &filter.kinds {
             let kinds: Vec<i32> = kinds.iter().map(|k| *k as i32).collect();
-            q = q.filter(events::kind.eq_any(kinds));
+            q = q.filter(one_of(events::kind, kinds));
         }
         if let Some(since) = filter.since {
             q = q.filter(events::created_at.ge(since));
@@ -303,7 +304,7 @@ macro_rules! narrowed {
                     event_tags::table
                         .filter(event_tags::community_id.eq($community_id))
                         .filter(event_tags::name.eq(name.clone()))
-                        .filter(event_tags::value.eq_any(values.clone()))
+                        .filter(one_of(event_tags::value, values.clone()))
                         .select(event_tags::event_seq),
                 ),
             );
@@ -557,7 +558,7 @@ pub fn load_events(
     // whole-community index instead of looking the rows up (issue 23); the community is
     // checked on the rows instead.
     let rows: Vec<EventRow> = with_conn!(conn, |c| events::table
-        .filter(events::seq.eq_any(seqs.to_vec()))
+        .filter(one_of(events::seq, seqs.to_vec()))
         .filter(events::deleted_at.is_null())
         .select(EventRow::as_select())
         .load(c))?;
@@ -647,7 +648,7 @@ pub fn load_wire_events(
     }
     // By primary key alone, as in `load_events`.
     let rows: Vec<WireRow> = with_conn!(conn, |c| events::table
-        .filter(events::seq.eq_any(seqs.to_vec()))
+        .filter(one_of(events::seq, seqs.to_vec()))
         .filter(events::deleted_at.is_null())
         .select(WireRow::as_select())
         .load(c))?;
