@@ -1,4 +1,4 @@
-//! A REQ's statements are kept prepared by the read connection that runs them, on both
+//! A REQ's (and a COUNT's) statements are kept prepared by the read connection that runs them, on both
 //! backends: their text depends on the filter's shape, not on how many ids, authors,
 //! kinds, tag values or channels its lists hold (`store/one_of.rs`). diesel's `eq_any`
 //! wrote one placeholder per value on SQLite and never cached the statement, so every
@@ -197,6 +197,15 @@ async fn reqs_of_one_shape_share_prepared_statements_whatever_their_lists_hold()
                     let got = ws.req(&format!("r{n}-{i}"), vec![filter.clone()]).await;
                     let got = got.unwrap_or_else(|e| panic!("{backend:?} {filter}: {e}"));
                     assert_eq!(got.len(), *expected, "{backend:?}: {filter}");
+                    // COUNT writes the same lists (no limit here cuts an answer).
+                    let counted = ws.count(&format!("c{n}-{i}"), vec![filter.clone()]).await;
+                    let counted =
+                        counted.unwrap_or_else(|e| panic!("{backend:?} COUNT {filter}: {e}"));
+                    assert_eq!(
+                        counted["count"],
+                        json!(expected),
+                        "{backend:?}: COUNT {filter}"
+                    );
                 }
             })
             .await;

@@ -14,7 +14,9 @@
 //! whether each list holds one value or more), and the shapes a connection keeps are
 //! bounded separately (`conn_state.rs`): a client could still send many shapes.
 
-use diesel::expression::{is_aggregate, AppearsOnTable, Expression, ValidGrouping};
+use diesel::expression::{
+    is_aggregate, AppearsOnTable, Expression, SelectableExpression, ValidGrouping,
+};
 use diesel::pg::Pg;
 use diesel::query_builder::{AstPass, QueryFragment, QueryId};
 use diesel::serialize::ToSql;
@@ -51,6 +53,8 @@ impl<C, T> Expression for OneOf<C, T> {
 }
 
 impl<C: AppearsOnTable<QS>, T, QS> AppearsOnTable<QS> for OneOf<C, T> {}
+
+impl<C: SelectableExpression<QS>, T, QS> SelectableExpression<QS> for OneOf<C, T> {}
 
 impl<C, T> ValidGrouping<()> for OneOf<C, T> {
     type IsAggregate = is_aggregate::Never;

@@ -244,14 +244,14 @@ macro_rules! conditions {
         // Always true for the filter's own community: the neutral start of the AND.
         let mut all: Condition = Box::new(events::community_id.eq($community_id));
         if let Some(ids) = &filter.ids {
-            all = Box::new(all.and(events::id.eq_any(ids.clone())));
+            all = Box::new(all.and(one_of(events::id, ids.clone())));
         }
         if let Some(authors) = &filter.authors {
-            all = Box::new(all.and(events::pubkey.eq_any(authors.clone())));
+            all = Box::new(all.and(one_of(events::pubkey, authors.clone())));
         }
         if let Some(kinds) = &filter.kinds {
             let kinds: Vec<i32> = kinds.iter().map(|k| *k as i32).collect();
-            all = Box::new(all.and(events::kind.eq_any(kinds)));
+            all = Box::new(all.and(one_of(events::kind, kinds)));
         }
         if let Some(since) = filter.since {
             all = Box::new(all.and(events::created_at.ge(since)));
@@ -266,7 +266,7 @@ macro_rules! conditions {
                         event_tags::table
                             .filter(event_tags::community_id.eq($community_id))
                             .filter(event_tags::name.eq(name.clone()))
-                            .filter(event_tags::value.eq_any(values.clone()))
+                            .filter(one_of(event_tags::value, values.clone()))
                             .select(event_tags::event_seq),
                     ),
                 ),
