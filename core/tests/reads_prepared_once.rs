@@ -4,85 +4,33 @@
 //! wrote one placeholder per value on SQLite and never cached the statement, so every
 //! REQ was parsed and planned again (issue 23).
 //!
-//! How: a diesel instrumentation on every connection of this process records, for the
-//! read threads' connections, which statements the cache took in and which ran.
+//! How: `testkit::statements` records, for the read threads' connections, which
+//! statements the cache took in and which ran.
 
+use buzz_core::testkit::statements::{
+    is_transaction_control, record_statements_of, start_recording, stop_recording,
+};
 use buzz_core::testkit::{now, tag, TestBackend, TestRelay};
 use buzz_nostr::event::Event;
 use buzz_nostr::keys::Keys;
-use diesel::connection::{set_default_instrumentation, Instrumentation, InstrumentationEvent};
 use serde_json::{json, Value};
-use std::collections::{BTreeSet, HashMap, HashSet};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Mutex;
-
-/// Statements the cache took in, per connection.
-static CACHED: Mutex<Option<HashMap<usize, HashSet<String>>>> = Mutex::new(None);
-/// Statements run while recording: (connection, SQL text).
-static RAN: Mutex<Vec<(usize, String)>> = Mutex::new(Vec::new());
-static RECORDING: AtomicBool = AtomicBool::new(false);
-static NEXT_CONNECTION: AtomicUsize = AtomicUsize::new(0);
+use std::collections::BTreeSet;
 
 /// The read threads' name (`store/read_threads.rs`).
 const READ_THREAD: &str = "buzz-store-read";
 
-struct Recorder {
-    connection: usize,
-}
-
-impl Instrumentation for Recorder {
-    fn on_connection_event(&mut self, event: InstrumentationEvent<'_>) {
-        if std::thread::current().name() != Some(READ_THREAD) {
-            return;
-        }
-        match event {
-            InstrumentationEvent::CacheQuery { sql, .. } => {
-                let mut cached = CACHED.lock().unwrap_or_else(|e| e.into_inner());
-                cached
-                    .get_or_insert_with(HashMap::new)
-                    .entry(self.connection)
-                    .or_default()
-                    .insert(sql.to_owned());
-            }
-            InstrumentationEvent::StartQuery { query, .. } if RECORDING.load(Ordering::SeqCst) => {
-                // A prepared statement displays as `SQL -- binds: [...]`.
-                let text = query.to_string();
-                let sql = text.split(" -- binds: ").next().unwrap_or_default();
-                RAN.lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .push((self.connection, sql.to_owned()));
-            }
-            _ => {}
-        }
-    }
-}
-
-fn recorder() -> Option<Box<dyn Instrumentation>> {
-    Some(Box::new(Recorder {
-        connection: NEXT_CONNECTION.fetch_add(1, Ordering::SeqCst),
-    }))
-}
-
-/// Transaction control and pragmas, run as plain SQL: nothing to prepare. On
-/// PostgreSQL r2d2 also checks each connection it hands out with `SELECT 1` (a
+/// Statements run as plain SQL, with nothing to prepare: transaction control, pragmas,
+/// and on PostgreSQL r2d2's `SELECT 1` check of each connection it hands out (a
 /// connection to a server can go stale; SQLite's pool does not check).
 fn is_plain(sql: &str, backend: TestBackend) -> bool {
     if matches!(backend, TestBackend::Postgres) && sql.trim() == "SELECT 1" {
         return true;
     }
     let upper = sql.trim_start().to_ascii_uppercase();
-    [
-        "BEGIN",
-        "COMMIT",
-        "SAVEPOINT",
-        "RELEASE",
-        "ROLLBACK",
-        "PRAGMA",
-        "ANALYZE",
-        "SET",
-    ]
-    .iter()
-    .any(|word| upper.starts_with(word))
+    is_transaction_control(sql)
+        || ["PRAGMA", "ANALYZE", "SET"]
+            .iter()
+            .any(|word| upper.starts_with(word))
 }
 
 /// Run `round` while recording; the texts the read threads ran, and those of them their
@@ -91,28 +39,11 @@ async fn recorded(
     backend: TestBackend,
     round: impl std::future::Future<Output = ()>,
 ) -> (BTreeSet<String>, Vec<String>) {
-    RAN.lock().unwrap_or_else(|e| e.into_inner()).clear();
-    RECORDING.store(true, Ordering::SeqCst);
+    start_recording();
     round.await;
-    RECORDING.store(false, Ordering::SeqCst);
-    let ran = RAN.lock().unwrap_or_else(|e| e.into_inner()).clone();
-    let cached = CACHED.lock().unwrap_or_else(|e| e.into_inner());
-    let empty = HashMap::new();
-    let cached = cached.as_ref().unwrap_or(&empty);
-    let mut uncached: Vec<String> = ran
-        .iter()
-        .filter(|(_, sql)| !is_plain(sql, backend))
-        .filter(|(connection, sql)| !cached.get(connection).is_some_and(|set| set.contains(sql)))
-        .map(|(_, sql)| sql.clone())
-        .collect();
-    uncached.sort();
-    uncached.dedup();
-    let texts = ran
-        .into_iter()
-        .map(|(_, sql)| sql)
-        .filter(|sql| !is_plain(sql, backend))
-        .collect();
-    (texts, uncached)
+    let recorded = stop_recording();
+    let plain = |sql: &str| is_plain(sql, backend);
+    (recorded.texts(plain), recorded.uncached(plain))
 }
 
 /// The filters of one round: every list holds `n` values (n ≥ 2), plus one-value lists.
@@ -146,7 +77,7 @@ fn filters(
 /// One test for both backends, one after the other: the recording is process-wide.
 #[tokio::test]
 async fn reqs_of_one_shape_share_prepared_statements_whatever_their_lists_hold() {
-    set_default_instrumentation(recorder).expect("instrumentation installed");
+    record_statements_of(READ_THREAD);
     for backend in [TestBackend::Sqlite, TestBackend::Postgres] {
         let Some(relay) = TestRelay::start(backend, "reads_prepared_once").await else {
             continue;

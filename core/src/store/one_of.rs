@@ -23,28 +23,24 @@ use diesel::serialize::ToSql;
 use diesel::sql_types::{Array, Bool, HasSqlType, SingleValue, Text};
 use diesel::sqlite::Sqlite;
 use diesel::QueryResult;
+use std::sync::OnceLock;
 
 /// `column` is one of `values` (see the module doc for the SQL on each backend).
 #[derive(Debug, Clone)]
 pub(crate) struct OneOf<C, T> {
     column: C,
     values: Vec<T>,
-    /// `values` as a JSON array, for SQLite's `json_each` when there are several.
-    json: String,
+    /// `values` as a JSON array, for SQLite's `json_each` when there are several: made
+    /// when the statement is written for SQLite, never for PostgreSQL.
+    json: OnceLock<String>,
 }
 
 /// `column` is one of `values`.
-pub(crate) fn one_of<C, T: serde::Serialize>(column: C, values: Vec<T>) -> OneOf<C, T> {
-    // Strings and integers always serialize; an empty array would match nothing anyway.
-    let json = if values.len() > 1 {
-        serde_json::to_string(&values).unwrap_or_else(|_| "[]".to_owned())
-    } else {
-        String::new()
-    };
+pub(crate) fn one_of<C, T>(column: C, values: Vec<T>) -> OneOf<C, T> {
     OneOf {
         column,
         values,
-        json,
+        json: OnceLock::new(),
     }
 }
 
@@ -70,7 +66,7 @@ where
     C: Expression<SqlType = ST> + QueryFragment<Sqlite>,
     ST: SingleValue,
     Sqlite: HasSqlType<ST>,
-    T: ToSql<ST, Sqlite>,
+    T: ToSql<ST, Sqlite> + serde::Serialize,
 {
     fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Sqlite>) -> QueryResult<()> {
         match self.values.as_slice() {
@@ -83,7 +79,11 @@ where
             _ => {
                 self.column.walk_ast(out.reborrow())?;
                 out.push_sql(" IN (SELECT value FROM json_each(");
-                out.push_bind_param::<Text, String>(&self.json)?;
+                // Strings and integers always serialize; an empty array matches nothing.
+                let json = self.json.get_or_init(|| {
+                    serde_json::to_string(&self.values).unwrap_or_else(|_| "[]".to_owned())
+                });
+                out.push_bind_param::<Text, String>(json)?;
                 out.push_sql("))");
             }
         }

@@ -18,8 +18,7 @@
 //! when another connection takes new ones (the system SQLite 3.40 did not, in a check
 //! made for this), so each pooled connection reloads them (`ANALYZE sqlite_schema`) at
 //! its first checkout after new ones were taken, remembering the generation it holds
-//! (`conn_state.rs`; a connection from outside the pool keeps it in its own temporary
-//! schema's `user_version`): a comparison of two integers per checkout.
+//! (`conn_state.rs`): a comparison of two integers per checkout.
 
 use super::StoreError;
 use diesel::connection::SimpleConnection;
@@ -96,25 +95,11 @@ pub(crate) fn reload_if_stale(conn: &mut SqliteConnection) -> Result<(), StoreEr
     if generation == 0 {
         return Ok(());
     }
-    // A pooled connection remembers what it loaded (`conn_state.rs`); any other asks
-    // SQLite, in its own temporary schema.
-    let held = match super::conn_state::ConnState::of(conn) {
-        Some(state) => state.stats_generation(),
-        None => {
-            #[derive(diesel::QueryableByName)]
-            struct Held {
-                #[diesel(sql_type = diesel::sql_types::BigInt)]
-                user_version: i64,
-            }
-            let held: Vec<Held> = diesel::sql_query("PRAGMA temp.user_version").load(conn)?;
-            held.first().map_or(0, |h| h.user_version)
-        }
-    };
-    if held != generation {
-        // Integers of our own: nothing to quote.
-        conn.batch_execute(&format!(
-            "ANALYZE sqlite_schema; PRAGMA temp.user_version = {generation};"
-        ))?;
+    // A pooled connection remembers what it loaded (`conn_state.rs`); one without that
+    // state reloads every time.
+    let held = super::conn_state::ConnState::of(conn).map(|state| state.stats_generation());
+    if held != Some(generation) {
+        conn.batch_execute("ANALYZE sqlite_schema;")?;
         if let Some(state) = super::conn_state::ConnState::of(conn) {
             state.set_stats_generation(generation);
         }

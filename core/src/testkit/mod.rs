@@ -13,6 +13,7 @@ mod pg;
 mod relay;
 mod shared;
 mod sockets;
+pub mod statements;
 mod table_lock;
 mod ws;
 
