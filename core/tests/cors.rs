@@ -50,7 +50,11 @@ async fn preflights_are_answered_on_every_route() {
             "OPTIONS {path}: {}",
             answer.status()
         );
-        assert_eq!(header(&answer, "access-control-allow-origin"), "*", "{path}");
+        assert_eq!(
+            header(&answer, "access-control-allow-origin"),
+            "*",
+            "{path}"
+        );
         let methods = header(&answer, "access-control-allow-methods").to_ascii_uppercase();
         assert!(methods.contains(method), "{path} allows {methods}");
         let headers = header(&answer, "access-control-allow-headers").to_ascii_lowercase();
