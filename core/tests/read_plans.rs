@@ -40,12 +40,14 @@ enum Verb {
     Count,
 }
 
-/// Who reads: the anonymous reader (community-wide rows only) or a member of every
-/// channel.
+/// Who reads: the anonymous reader (community-wide rows only), a member of every
+/// channel, or a reader of more channels than the store names inline (SQLite's
+/// `buzz_readable`, PostgreSQL's `probe_wide`).
 #[derive(Clone, Copy, Debug)]
 enum Reader {
     Anonymous,
     Member,
+    MemberOfMany,
 }
 
 struct Shape {
@@ -68,7 +70,7 @@ fn shapes() -> Vec<Shape> {
         filter,
         index,
     };
-    use Reader::{Anonymous as A, Member as M};
+    use Reader::{Anonymous as A, Member as M, MemberOfMany as MM};
     use Verb::{Count, NegOpen, Req};
     vec![
         shape(A, Req, json!({"limit": 1}), "events_wide"),
@@ -147,6 +149,21 @@ fn shapes() -> Vec<Shape> {
             json!({"kinds": [9], "#h": [channel(3)]}),
             "events_by_channel",
         ),
+        shape(MM, Req, json!({"limit": 1}), "events_by_time"),
+        shape(MM, Req, json!({"kinds": [1], "limit": 1}), "events_by_kind"),
+        shape(
+            MM,
+            Req,
+            json!({"authors": [author], "limit": 20}),
+            "events_by_author",
+        ),
+        shape(
+            MM,
+            Req,
+            json!({"kinds": [9], "#h": [channel(3)], "limit": 20}),
+            "events_by_channel",
+        ),
+        shape(MM, Count, json!({"kinds": [1]}), "events_by_kind"),
     ]
 }
 
@@ -222,6 +239,10 @@ fn scope(reader: Reader, community: i64) -> Scope {
             Reader::Anonymous => ChannelScope::None,
             Reader::Member => {
                 ChannelScope::Only((0..CHANNELS).map(channel).collect::<ChannelSet>())
+            }
+            // Channels without rows besides the seeded ones: past the inline bound (200).
+            Reader::MemberOfMany => {
+                ChannelScope::Only((0..CHANNELS + 250).map(channel).collect::<ChannelSet>())
             }
         },
         expiry: HashMap::new(),
