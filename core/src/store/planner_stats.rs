@@ -20,8 +20,7 @@
 //! SQLite's plan stability guarantee on (`buzz-sqlite-plans`) a read connection keeps the
 //! plan of its first prepare, so a relay that started empty would otherwise keep the
 //! plans of an empty table; and the sampled statistics of a grown one (`analysis_limit`
-//! reads 1,000 rows of an index) made a 300,000-event community look like a few hundred
-//! rows, so an anonymous `{"limit":1}`, one author or one kind walked the whole
+//! reads 1,000 rows of an index) made a 300,000-event community look like ~1,000 rows, so an anonymous `{"limit":1}`, one author or one kind walked the whole
 //! community's time index filtering row by row (issue 45). What the planner then chooses
 //! is checked for every read shape by `core/tests/read_plans.rs`.
 //!
@@ -90,9 +89,50 @@ pub(crate) fn taken() {
     GENERATION.fetch_add(1, Ordering::Release);
 }
 
+#[derive(diesel::QueryableByName, PartialEq, Eq, PartialOrd, Ord)]
+struct StatRow {
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    tbl: String,
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    idx: String,
+    #[diesel(sql_type = diesel::sql_types::Text)]
+    stat: String,
+}
+
+/// Does `sqlite_stat1` hold exactly [`PINNED`] for `events` and `event_tags`?
+fn pinned_already(conn: &mut SqliteConnection) -> Result<bool, StoreError> {
+    let exists = count(
+        conn,
+        "SELECT COUNT(*) AS n FROM sqlite_master WHERE name = 'sqlite_stat1'",
+    )?;
+    if exists == 0 {
+        return Ok(false);
+    }
+    let mut held: Vec<StatRow> = diesel::sql_query(
+        "SELECT tbl, COALESCE(idx, '') AS idx, stat FROM sqlite_stat1 \
+         WHERE tbl IN ('events', 'event_tags')",
+    )
+    .load(conn)?;
+    held.sort();
+    let mut wanted: Vec<StatRow> = PINNED
+        .iter()
+        .map(|(tbl, idx, stat)| StatRow {
+            tbl: (*tbl).to_owned(),
+            idx: (*idx).to_owned(),
+            stat: (*stat).to_owned(),
+        })
+        .collect();
+    wanted.sort();
+    Ok(held == wanted)
+}
+
 /// Pin the statistics of `events` and `event_tags` (at open, before any read is
-/// planned).
+/// planned). Writes only when they are not pinned yet (a new database, or statistics an
+/// older build or a manual `ANALYZE` took), so opening a pinned database takes no lock.
 pub(crate) fn pin(conn: &mut SqliteConnection) -> Result<(), StoreError> {
+    if pinned_already(conn)? {
+        return Ok(());
+    }
     // `ANALYZE sqlite_schema` makes `sqlite_stat1` when missing and reads no table.
     conn.batch_execute("ANALYZE sqlite_schema;")?;
     conn.immediate_transaction(|c| c.batch_execute(&pin_sql()))?;
