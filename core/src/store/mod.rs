@@ -26,6 +26,7 @@ mod read_threads;
 mod readable_fn;
 pub mod schema;
 mod stats;
+mod tag_on_row;
 pub mod threads;
 mod writer;
 
@@ -226,6 +227,8 @@ impl Store {
         if let Some(marker) = marker {
             return Err(StoreError::UnfinishedCopy(marker));
         }
+        // Before any read is planned: SQLite keeps a statement's first plan.
+        pool.pin_planner_stats()?;
         let writer = Writer::start(pool.clone())?;
         let reads = read_threads::ReadThreads::start(pool_size as usize)
             .map_err(|e| StoreError::Connect(format!("starting the read threads: {e}")))?;
@@ -355,14 +358,20 @@ impl Store {
     /// is maintenance, not a request.
     pub async fn analyze(&self) -> Result<(), Reason> {
         self.write(|conn| {
-            use diesel::RunQueryDsl;
-            conn.with_statement_timeout(0, |conn| {
-                crate::with_conn!(conn, |c| diesel::sql_query("ANALYZE").execute(c))
-                    .map_err(Reason::from)
+            use diesel::connection::SimpleConnection;
+            conn.with_statement_timeout(0, |conn| match conn {
+                Conn::Sqlite(c) => {
+                    // `events` and `event_tags` keep their pinned statistics.
+                    let sql = format!("ANALYZE;\n{}", planner_stats::pin_sql());
+                    c.batch_execute(&sql).map_err(Reason::from)
+                }
+                Conn::Pg(c) => c.batch_execute("ANALYZE").map_err(Reason::from),
             })?;
             Ok(())
         })
-        .await
+        .await?;
+        planner_stats::taken();
+        Ok(())
     }
 
     /// Stop accepting writes, finish the queued ones and wait for the writer to exit.

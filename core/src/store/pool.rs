@@ -177,6 +177,15 @@ impl Pool {
         }
     }
 
+    /// SQLite: pin the statistics `events` and `event_tags` are planned with
+    /// (`planner_stats.rs`); PostgreSQL plans from its own statistics.
+    pub(crate) fn pin_planner_stats(&self) -> Result<(), StoreError> {
+        match self {
+            Pool::Sqlite(p) => super::planner_stats::pin(&mut *p.get()?),
+            Pool::Pg(_) => Ok(()),
+        }
+    }
+
     /// Borrow a connection for the duration of `f`.
     pub(crate) fn with_conn<R>(
         &self,

@@ -4,6 +4,7 @@
 use super::conn::Conn;
 use super::one_of::one_of;
 use super::schema::{event_tags, events};
+use super::tag_on_row::tag_on_row;
 use super::StoreError;
 use crate::error::Reason;
 use crate::with_conn;
@@ -260,6 +261,14 @@ macro_rules! conditions {
             all = Box::new(all.and(events::created_at.le(until)));
         }
         for (name, values) in &filter.tags {
+            if name == "h" {
+                // As in `narrowed!`: the channel index serves `#h`.
+                all = Box::new(
+                    all.and(one_of(events::channel_id, values.clone()))
+                        .and(tag_on_row(name, values.clone())),
+                );
+                continue;
+            }
             all = Box::new(
                 all.and(
                     events::seq.eq_any(
@@ -299,6 +308,15 @@ macro_rules! narrowed {
             q = q.filter(events::created_at.le(until));
         }
         for (name, values) in &filter.tags {
+            if name == "h" {
+                // An event's channel is its `h` tag (ingest refuses a second one), so the
+                // channel index reads `#h` in answer order; the tag itself is checked on
+                // the rows it yields (relay-signed group state holds its channel in `d`).
+                q = q
+                    .filter(one_of(events::channel_id, values.clone()))
+                    .filter(tag_on_row(name, values.clone()));
+                continue;
+            }
             q = q.filter(
                 events::seq.eq_any(
                     event_tags::table

@@ -17,6 +17,8 @@ static THREAD: OnceLock<&'static str> = OnceLock::new();
 static CACHED: Mutex<Option<HashMap<usize, HashSet<String>>>> = Mutex::new(None);
 /// Statements run while recording: (connection, SQL text).
 static RAN: Mutex<Vec<(usize, String)>> = Mutex::new(Vec::new());
+/// The same statements as diesel displays them, binds included (`SQL -- binds: [...]`).
+static RAN_WITH_BINDS: Mutex<Vec<String>> = Mutex::new(Vec::new());
 static RECORDING: AtomicBool = AtomicBool::new(false);
 static NEXT_CONNECTION: AtomicUsize = AtomicUsize::new(0);
 
@@ -42,6 +44,10 @@ impl Instrumentation for Recorder {
                 // A prepared statement displays as `SQL -- binds: [...]`.
                 let text = query.to_string();
                 let sql = text.split(" -- binds: ").next().unwrap_or_default();
+                RAN_WITH_BINDS
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(text.clone());
                 RAN.lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .push((self.connection, sql.to_owned()));
@@ -67,6 +73,10 @@ pub fn record_statements_of(thread: &'static str) {
 /// Start recording what runs (anything recorded before is forgotten).
 pub fn start_recording() {
     RAN.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    RAN_WITH_BINDS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clear();
     RECORDING.store(true, Ordering::SeqCst);
 }
 
@@ -75,6 +85,10 @@ pub fn stop_recording() -> Recorded {
     RECORDING.store(false, Ordering::SeqCst);
     Recorded {
         ran: RAN.lock().unwrap_or_else(|e| e.into_inner()).clone(),
+        with_binds: RAN_WITH_BINDS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone(),
     }
 }
 
@@ -90,6 +104,7 @@ pub fn is_transaction_control(sql: &str) -> bool {
 /// The statements a recording saw run.
 pub struct Recorded {
     ran: Vec<(usize, String)>,
+    with_binds: Vec<String>,
 }
 
 impl Recorded {
@@ -100,6 +115,12 @@ impl Recorded {
 
     pub fn is_empty(&self) -> bool {
         self.ran.is_empty()
+    }
+
+    /// What ran, in order, as diesel displays it: `SQL -- binds: [...]` (the values
+    /// bound, as `Debug` writes them), for a test that explains a statement with them.
+    pub fn with_binds(&self) -> &[String] {
+        &self.with_binds
     }
 
     /// The texts that ran, but those `plain` names.
