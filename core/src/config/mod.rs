@@ -226,8 +226,8 @@ pub struct LimitSettings {
     /// Storage reads one client (its pubkey, else its connection) may have running or queued;
     /// the next is refused `rate-limited:` (0 = no bound).
     pub max_reads_per_client: usize,
-    /// Rows a COUNT counts per filter; past it the answer is this number with NIP-45
-    /// `"approximate": true`.
+    /// Events one COUNT counts (at least 1); past it the answer is this number with
+    /// NIP-45 `"approximate": true`.
     pub max_count: u64,
 }
 

@@ -45,7 +45,7 @@ pub use identity::recorded_identity;
 pub use migrate::{MigrationId, MigrationSet, MigrationStatus, Migrations};
 pub use query::{
     count_matching, load_events, load_wire_events, query_events, query_keys, query_stamps,
-    row_to_event, ChannelScope, ChannelSet, EventKey, EventRow, Scope, WireEvent,
+    row_to_event, ChannelScope, ChannelSet, Count, EventKey, EventRow, Scope, WireEvent,
 };
 pub use stats::{community_stats, CommunityStats};
 
