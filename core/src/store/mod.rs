@@ -316,6 +316,11 @@ impl Store {
             .map_err(|e| Reason::Internal(anyhow::Error::new(StoreError::Join(e.to_string()))))?
     }
 
+    /// Reads waiting for a read thread right now (all clients' lanes together).
+    pub fn reads_waiting(&self) -> usize {
+        self.inner.reads.waiting()
+    }
+
     /// The writer's figures (queue depth, batch sizes), for the relay's metrics.
     pub fn writer_metrics(&self) -> &crate::metrics::WriterMetrics {
         self.inner.writer.metrics()

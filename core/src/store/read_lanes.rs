@@ -113,7 +113,6 @@ impl<J> Lanes<J> {
     }
 
     /// Reads waiting for a thread, all lanes together.
-    #[cfg(test)]
     pub(super) fn queued(&self) -> usize {
         self.lanes.values().map(|lane| lane.queued.len()).sum()
     }

@@ -155,6 +155,13 @@ impl ReadThreads {
     }
 }
 
+impl ReadThreads {
+    /// Reads waiting for a thread (every thread busy), all clients together.
+    pub(super) fn waiting(&self) -> usize {
+        self.shared.lock().lanes.queued()
+    }
+}
+
 impl Drop for ReadThreads {
     /// Without waiting: a store may be dropped on an async thread, where blocking is not
     /// allowed. Reads still running finish on their own and their answers go nowhere;
