@@ -12,7 +12,9 @@ use std::ffi::{c_int, c_void};
 use std::time::Instant;
 
 /// SQLite virtual machine steps between two looks at the clock: often enough to stop
-/// within a millisecond or so, rare enough that reading the clock costs nothing.
+/// within a millisecond or so, rare enough that reading the clock costs nothing. A
+/// `ROLLBACK` after a cut takes a handful of steps, so the handler never runs during it
+/// and the connection leaves the read's transaction (`core/tests/read_deadline.rs`).
 pub(crate) const STEPS_PER_CHECK: c_int = 4096;
 
 thread_local! {
