@@ -54,8 +54,9 @@ impl ReadClient {
         let _ = CURRENT.try_with(|current| *current.borrow_mut() = client);
     }
 
-    /// The lane of a read made now.
-    pub(super) fn current() -> ReadClient {
+    /// The lane of a read made now (to carry into work the current task hands on: an
+    /// HTTP answer's later pages, read as actix pulls the body).
+    pub fn current() -> ReadClient {
         CURRENT
             .try_with(|current| current.borrow().clone())
             .unwrap_or(ReadClient::Background)
