@@ -40,6 +40,7 @@ pub(crate) fn start(
     let mut server = HttpServer::new(move || {
         let routes = routes.clone();
         App::new()
+            .wrap(super::cors::layer())
             // Every request's reads wait in a lane of their own (its pubkey's once
             // NIP-98 names it: `RequestCtx::receive`), taking turns with other clients'.
             .wrap_fn(|req, srv| {
