@@ -19,6 +19,7 @@ redis_timeout_ms = 2000
 statement_timeout_ms = 8000
 lock_timeout_ms = 2000
 read_timeout_ms = 8000
+slow_read_ms = 100
 
 [relay]
 data_dir = "./data"

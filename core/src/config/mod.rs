@@ -103,6 +103,9 @@ pub struct StorageSettings {
     /// SQLite: longest one read may run, in milliseconds (0 = none); past it the
     /// statement is interrupted and the request answers `blocked:`.
     pub read_timeout_ms: u64,
+    /// A client whose read ran longer than this (milliseconds; 0 = never) is a slow
+    /// reader for 10 s: slow readers' reads together use all read threads but one.
+    pub slow_read_ms: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]

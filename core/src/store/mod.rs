@@ -24,6 +24,7 @@ pub mod prepared;
 mod query;
 mod read_client;
 mod read_lanes;
+mod read_slow;
 mod read_threads;
 mod readable_fn;
 pub mod schema;
@@ -232,9 +233,12 @@ impl Store {
             return Err(StoreError::UnfinishedCopy(marker));
         }
         let writer = Writer::start(pool.clone())?;
-        let reads =
-            read_threads::ReadThreads::start(pool_size as usize, bounds.max_reads_per_client)
-                .map_err(|e| StoreError::Connect(format!("starting the read threads: {e}")))?;
+        let reads = read_threads::ReadThreads::start(
+            pool_size as usize,
+            bounds.max_reads_per_client,
+            std::time::Duration::from_millis(bounds.slow_read_ms),
+        )
+        .map_err(|e| StoreError::Connect(format!("starting the read threads: {e}")))?;
         Ok(Store {
             inner: Arc::new(Inner {
                 backend: pool.backend(),

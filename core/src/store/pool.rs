@@ -58,6 +58,9 @@ pub struct StatementBounds {
     /// Reads one client may have in flight, running or queued
     /// (`limits.max_reads_per_client`).
     pub max_reads_per_client: usize,
+    /// A read longer than this makes its client a slow reader for a while, whose reads
+    /// leave one read thread to others (`storage.slow_read_ms`).
+    pub slow_read_ms: u64,
 }
 
 impl StatementBounds {
@@ -67,6 +70,7 @@ impl StatementBounds {
         lock_timeout_ms: 0,
         read_timeout_ms: 0,
         max_reads_per_client: 0,
+        slow_read_ms: 0,
     };
 }
 

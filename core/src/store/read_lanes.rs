@@ -87,9 +87,19 @@ impl<J> Lanes<J> {
         lane.queued.push_back(job);
     }
 
-    /// The next read for a freed thread: the head of the lane served least recently.
-    pub(super) fn next(&mut self) -> Option<(ReadClient, J)> {
-        let (_, _, client) = self.ready.pop_first()?;
+    /// The next read for a freed thread: the head of the lane served least recently
+    /// among those `may_start` lets run now.
+    pub(super) fn next_where(
+        &mut self,
+        may_start: impl Fn(&ReadClient) -> bool,
+    ) -> Option<(ReadClient, J)> {
+        let first = self
+            .ready
+            .iter()
+            .find(|(_, _, client)| may_start(client))
+            .cloned()?;
+        self.ready.remove(&first);
+        let (_, _, client) = first;
         let lane = self.lanes.get_mut(&client)?;
         let job = lane.queued.pop_front()?;
         self.handed += 1;
@@ -142,7 +152,8 @@ mod tests {
         lanes.queue(&b, ("b", 1));
         lanes.admit(&b).expect("no bound");
         lanes.queue(&b, ("b", 2));
-        let order: Vec<_> = std::iter::from_fn(|| lanes.next().map(|(_, job)| job)).collect();
+        let order: Vec<_> =
+            std::iter::from_fn(|| lanes.next_where(|_| true).map(|(_, job)| job)).collect();
         assert_eq!(
             order,
             [

@@ -27,6 +27,7 @@
 
 use super::read_client::ReadClient;
 use super::read_lanes::{Lanes, OverBound};
+use super::read_slow::SlowReaders;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::thread::{self, Thread};
@@ -53,8 +54,13 @@ struct State {
     idle: Vec<usize>,
     /// The read handed to each thread, taken by it when it wakes.
     handed: Vec<Option<(ReadClient, Job)>>,
-    /// Reads waiting for a thread (every thread busy), by client.
+    /// Reads waiting for a thread (every thread busy, or one left that a slow reader
+    /// may not take), by client.
     lanes: Lanes<Job>,
+    /// Who reads slowly, and how many of their reads run.
+    slow: SlowReaders,
+    /// Whether each thread's current read counts as a slow reader's.
+    counted: Vec<bool>,
     /// The store is gone: threads exit once idle.
     closed: bool,
 }
@@ -79,14 +85,21 @@ pub(super) struct ReadLost;
 
 impl ReadThreads {
     /// `threads` read threads; each client may have `per_client` reads in flight (0: no
-    /// bound).
-    pub(super) fn start(threads: usize, per_client: usize) -> std::io::Result<ReadThreads> {
+    /// bound); a client whose read ran longer than `slow_read` (zero: never) is a slow
+    /// reader for a while (`read_slow.rs`).
+    pub(super) fn start(
+        threads: usize,
+        per_client: usize,
+        slow_read: std::time::Duration,
+    ) -> std::io::Result<ReadThreads> {
         let count = threads.max(1);
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 idle: Vec::new(),
                 handed: (0..count).map(|_| None).collect(),
                 lanes: Lanes::new(per_client),
+                slow: SlowReaders::new(count, slow_read),
+                counted: vec![false; count],
                 closed: false,
             }),
             threads: OnceLock::new(),
@@ -142,9 +155,14 @@ impl ReadThreads {
         });
         let mut state = self.shared.lock();
         state.lanes.admit(&client)?;
-        match state.idle.pop() {
+        let idle = match state.slow.may_start(&client) {
+            true => state.idle.pop(),
+            false => None,
+        };
+        match idle {
             Some(thread) => {
                 state.lanes.running(&client);
+                state.counted[thread] = state.slow.started(&client);
                 state.handed[thread] = Some((client, job));
                 drop(state);
                 self.shared.wake(thread);
@@ -197,10 +215,11 @@ fn serve(shared: &Shared, me: usize) {
                 // A spurious wake-up: still on the idle stack, park again.
             },
         };
+        let started = std::time::Instant::now();
         let deliver = job();
         // Idle (or the next queued read) before the answer leaves, so the caller's next
         // read comes back to this thread.
-        next = take_or_idle(shared, me, Some(&client));
+        next = take_or_idle(shared, me, Some((&client, started.elapsed())));
         deliver();
     }
 }
@@ -210,18 +229,23 @@ fn serve(shared: &Shared, me: usize) {
 fn take_or_idle(
     shared: &Shared,
     me: usize,
-    done: Option<&ReadClient>,
+    done: Option<(&ReadClient, std::time::Duration)>,
 ) -> Option<(ReadClient, Job)> {
-    let mut state = shared.lock();
-    if let Some(client) = done {
+    let mut guard = shared.lock();
+    let state = &mut *guard;
+    if let Some((client, took)) = done {
         state.lanes.finished(client);
+        state.slow.finished(client, state.counted[me], took);
+        state.counted[me] = false;
     }
-    if let Some(next) = state.lanes.next() {
+    let slow = &state.slow;
+    if let Some(next) = state.lanes.next_where(|client| slow.may_start(client)) {
+        state.counted[me] = state.slow.started(&next.0);
         return Some(next);
     }
     if state.closed {
         // Exit at the next wake-up check: never handed anything once closed.
-        drop(state);
+        drop(guard);
         thread::current().unpark();
         return None;
     }
@@ -244,7 +268,7 @@ mod tests {
     /// them, and the same threads serve the next burst.
     #[tokio::test]
     async fn reads_run_on_at_most_one_thread_per_connection_and_the_threads_stay() {
-        let threads = ReadThreads::start(2, 0).expect("start");
+        let threads = ReadThreads::start(2, 0, Duration::ZERO).expect("start");
         let burst = || {
             let answers: Vec<_> = (0..16)
                 .map(|_| {
@@ -281,7 +305,7 @@ mod tests {
     /// idle last), not in turn on every thread of the pool.
     #[tokio::test]
     async fn back_to_back_reads_stay_on_one_thread() {
-        let threads = ReadThreads::start(8, 0).expect("start");
+        let threads = ReadThreads::start(8, 0, Duration::ZERO).expect("start");
         // Every thread has served once (as after a moment of concurrent reads).
         let burst: Vec<_> = (0..8)
             .map(|_| {
@@ -317,7 +341,7 @@ mod tests {
     /// A read that panics is lost to its caller alone; its thread serves the next one.
     #[tokio::test]
     async fn a_panicking_read_is_lost_and_its_thread_serves_on() {
-        let threads = ReadThreads::start(1, 0).expect("start");
+        let threads = ReadThreads::start(1, 0, Duration::ZERO).expect("start");
         let lost = threads
             .spawn(ReadClient::Background, || -> u8 {
                 panic!("a read that fails")
@@ -337,7 +361,7 @@ mod tests {
     /// queues one: B's read runs right after A's running read, not after all of A's.
     #[tokio::test]
     async fn a_second_client_waits_for_at_most_one_read_of_the_first() {
-        let threads = ReadThreads::start(1, 0).expect("start");
+        let threads = ReadThreads::start(1, 0, Duration::ZERO).expect("start");
         let ran = Arc::new(Mutex::new(Vec::new()));
         let (release, held) = std::sync::mpsc::channel::<()>();
         let mut answers = Vec::new();
@@ -371,7 +395,7 @@ mod tests {
     /// other clients were never held to its count.
     #[tokio::test]
     async fn the_read_past_a_clients_bound_is_refused() {
-        let threads = ReadThreads::start(1, 2).expect("start");
+        let threads = ReadThreads::start(1, 2, Duration::ZERO).expect("start");
         let (release, held) = std::sync::mpsc::channel::<()>();
         let running = threads
             .spawn(client(1), move || held.recv().is_ok())
