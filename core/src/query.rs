@@ -22,7 +22,7 @@ use crate::ctx::ConnCtx;
 use crate::error::Reason;
 use crate::live::LiveCondition;
 use crate::plugin::{Plugin, QueryAnswer, Services};
-use crate::store::{count_matching, query_keys, WireEvent};
+use crate::store::{count_matching, query_keys, Count, WireEvent};
 use buzz_nostr::event::Event;
 use buzz_nostr::filter::Filter;
 use std::sync::Arc;
@@ -256,15 +256,16 @@ impl QueryService {
     /// scope, so a channel the caller cannot read counts like one that does not exist.
     /// Filters a plugin claims are refused (their answers are not plain event sets)
     /// unless one plugin claimed all of them and counts them ([`Plugin::count_claimed`]).
-    /// Counted in the relay's metrics like a query.
-    pub async fn count(&self, ctx: &ConnCtx, filters: Vec<Filter>) -> Result<u64, Reason> {
+    /// Counted in the relay's metrics like a query. Counting stops at `limits.max_count`:
+    /// a larger count is answered as that number, approximate (NIP-45).
+    pub async fn count(&self, ctx: &ConnCtx, filters: Vec<Filter>) -> Result<Count, Reason> {
         let started = std::time::Instant::now();
         let outcome = self.count_checked(ctx, filters).await;
         self.services.metrics.queried(started, &outcome);
         outcome
     }
 
-    async fn count_checked(&self, ctx: &ConnCtx, filters: Vec<Filter>) -> Result<u64, Reason> {
+    async fn count_checked(&self, ctx: &ConnCtx, filters: Vec<Filter>) -> Result<Count, Reason> {
         let Prepared {
             standard,
             claimed,
@@ -275,7 +276,10 @@ impl QueryService {
             if standard.is_empty() {
                 let plugin = &self.plugins[*index];
                 if let Some(count) = plugin.count_claimed(ctx, filters.clone()).await? {
-                    return Ok(count);
+                    return Ok(Count {
+                        count,
+                        approximate: false,
+                    });
                 }
             }
         }
@@ -287,11 +291,12 @@ impl QueryService {
         }
         let scope = self.scope_of(ctx, &standard).await?;
         let now = self.services.clock.now_secs();
+        let cap = self.services.settings.limits.max_count;
         self.services
             .store
             .read(move |mut conn| {
                 StoredCheck::run_all(&stored_checks, &mut conn)?;
-                count_matching(&mut conn, &scope, &standard, now)
+                count_matching(&mut conn, &scope, &standard, now, cap)
             })
             .await
     }

@@ -118,6 +118,9 @@ impl RelayBuilder {
             StatementBounds {
                 statement_timeout_ms: settings.storage.statement_timeout_ms,
                 lock_timeout_ms: settings.storage.lock_timeout_ms,
+                read_timeout_ms: settings.storage.read_timeout_ms,
+                max_reads_per_client: settings.limits.max_reads_per_client,
+                slow_read_ms: settings.storage.slow_read_ms,
             },
         )
         .await

@@ -18,7 +18,13 @@
 //! by an auto extension: a function SQLite itself runs for every connection it opens.
 //! `buzz-core`'s pool calls [`register`] before it opens its first SQLite connection.
 //! This crate is the workspace's only `unsafe` code (the workspace forbids it elsewhere).
+//!
+//! The same auto extension installs the read deadline's progress handler
+//! (`deadline.rs`, [`with_deadline`]).
 
+mod deadline;
+
+pub use deadline::with_deadline;
 use libsqlite3_sys as ffi;
 use std::ffi::{c_char, c_int};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -49,12 +55,13 @@ unsafe extern "C" fn enable_on(
     if rc == ffi::SQLITE_OK && now_on == 1 {
         ENABLED.fetch_add(1, Ordering::Relaxed);
     }
+    deadline::install(db);
     // A failure here would fail the open; the setting is an optimization, so never.
     ffi::SQLITE_OK
 }
 
-/// Make every SQLite connection opened from now on keep its plans stable (once per
-/// process; later calls do nothing).
+/// Make every SQLite connection opened from now on keep its plans stable and obey
+/// [`with_deadline`] (once per process; later calls do nothing).
 #[allow(unsafe_code)]
 pub fn register() {
     REGISTER.call_once(|| {

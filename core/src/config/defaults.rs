@@ -18,6 +18,8 @@ redis_prefix = "buzz"
 redis_timeout_ms = 2000
 statement_timeout_ms = 8000
 lock_timeout_ms = 2000
+read_timeout_ms = 8000
+slow_read_ms = 100
 
 [relay]
 data_dir = "./data"
@@ -55,6 +57,8 @@ max_query_values = 4000
 max_filter_bytes = 1048576
 max_pending_body_bytes = 67108864
 body_timeout_secs = 10
+max_reads_per_client = 4
+max_count = 10000
 
 [metrics]
 enabled = true

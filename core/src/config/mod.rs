@@ -100,6 +100,12 @@ pub struct StorageSettings {
     pub statement_timeout_ms: u64,
     /// PostgreSQL `lock_timeout` of the relay's sessions, in milliseconds (0 = none).
     pub lock_timeout_ms: u64,
+    /// SQLite: longest one read may run, in milliseconds (0 = none); past it the
+    /// statement is interrupted and the request answers `blocked:`.
+    pub read_timeout_ms: u64,
+    /// A client whose read ran longer than this (milliseconds; 0 = never) is a slow
+    /// reader for 10 s: slow readers' reads together use all read threads but one.
+    pub slow_read_ms: u64,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -220,6 +226,12 @@ pub struct LimitSettings {
     pub max_pending_body_bytes: usize,
     /// Seconds an HTTP request body may take to arrive once its headers are in (408).
     pub body_timeout_secs: u64,
+    /// Storage reads one client (its pubkey, else its connection) may have running or queued;
+    /// the next is refused `rate-limited:` (0 = no bound).
+    pub max_reads_per_client: usize,
+    /// Events one COUNT counts (at least 1); past it the answer is this number with
+    /// NIP-45 `"approximate": true`.
+    pub max_count: u64,
 }
 
 #[derive(Debug, Clone, Deserialize, Default, PartialEq)]

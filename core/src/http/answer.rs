@@ -17,6 +17,7 @@
 use super::socket::SocketHandle;
 use crate::error::Reason;
 use crate::query::StoredAnswer;
+use crate::store::ReadClient;
 use actix_web::web::Bytes;
 use actix_web::HttpResponse;
 use buzz_nostr::event::Event;
@@ -58,6 +59,7 @@ pub(super) async fn events(
         pulls: PullGuard(pulls),
         started,
         failed: false,
+        client: ReadClient::current(),
     };
     let body = stream::unfold(state, |mut st| async move {
         st.held = None;
@@ -67,7 +69,9 @@ pub(super) async fn events(
         st.pulls.0.count.fetch_add(1, Ordering::Relaxed);
         let chunk = match st.first.take() {
             Some(first) => Ok(first),
-            None => st.next().await?,
+            // actix pulls the body outside the request's task: the later pages are
+            // still read in the requester's lane.
+            None => st.client.clone().serve(st.next()).await?,
         };
         match chunk {
             Ok(Chunk { bytes, permit }) => {
@@ -105,6 +109,8 @@ struct Streaming {
     started: bool,
     /// A chunk failed: the body ends there, unclosed.
     failed: bool,
+    /// Whose reads the pages are.
+    client: ReadClient,
 }
 
 impl Streaming {

@@ -42,6 +42,8 @@ pub(super) fn document(state: &AppState, ctx: &RequestCtx) -> Value {
             "max_filter_values": l.max_filter_values,
             "max_query_values": l.max_query_values,
             "max_filter_bytes": l.max_filter_bytes,
+            "max_reads_per_client": l.max_reads_per_client,
+            "max_count": l.max_count,
             "auth_required": false,
             "restricted_writes": true,
         }),

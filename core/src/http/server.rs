@@ -41,6 +41,12 @@ pub(crate) fn start(
         let routes = routes.clone();
         App::new()
             .wrap(super::cors::layer())
+            // Every request's reads wait in a lane of their own (its pubkey's once
+            // NIP-98 names it: `RequestCtx::receive`), taking turns with other clients'.
+            .wrap_fn(|req, srv| {
+                use actix_web::dev::Service;
+                crate::store::ReadClient::anonymous().serve(srv.call(req))
+            })
             .app_data(state.clone())
             .app_data(ws.clone())
             .configure(super::configure)

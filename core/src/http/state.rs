@@ -108,7 +108,10 @@ impl RequestCtx {
         };
         let body = state.bodies.read(req, payload).await?;
         if let Some(header) = header {
-            ctx.conn.pubkey = Some(nip98::finish(header, &body, state.replay.as_ref()).await?);
+            let pubkey = nip98::finish(header, &body, state.replay.as_ref()).await?;
+            // The request's reads share its pubkey's lane and bound (`http/server.rs`).
+            crate::store::ReadClient::switch_to(crate::store::ReadClient::pubkey(&pubkey));
+            ctx.conn.pubkey = Some(pubkey);
         }
         Ok((ctx, body))
     }

@@ -22,6 +22,9 @@ mod planner_stats;
 mod pool;
 pub mod prepared;
 mod query;
+mod read_client;
+mod read_lanes;
+mod read_slow;
 mod read_threads;
 mod readable_fn;
 pub mod schema;
@@ -44,13 +47,14 @@ pub use identity::recorded_identity;
 pub use migrate::{MigrationId, MigrationSet, MigrationStatus, Migrations};
 pub use query::{
     count_matching, load_events, load_wire_events, query_events, query_keys, query_stamps,
-    row_to_event, ChannelScope, ChannelSet, EventKey, EventRow, Scope, WireEvent,
+    row_to_event, ChannelScope, ChannelSet, Count, EventKey, EventRow, Scope, WireEvent,
 };
 pub use stats::{community_stats, CommunityStats};
 
 use crate::error::Reason;
 use pool::Pool;
 pub use pool::StatementBounds;
+pub use read_client::ReadClient;
 use std::sync::Arc;
 use writer::Writer;
 
@@ -150,6 +154,8 @@ struct Inner {
     backend: Backend,
     pool: Pool,
     reads: read_threads::ReadThreads,
+    /// How long one read may run on SQLite (`None`: no bound).
+    read_timeout: Option<std::time::Duration>,
     writer: Writer,
 }
 
@@ -230,13 +236,19 @@ impl Store {
         // Before any read is planned: SQLite keeps a statement's first plan.
         pool.pin_planner_stats()?;
         let writer = Writer::start(pool.clone())?;
-        let reads = read_threads::ReadThreads::start(pool_size as usize)
-            .map_err(|e| StoreError::Connect(format!("starting the read threads: {e}")))?;
+        let reads = read_threads::ReadThreads::start(
+            pool_size as usize,
+            bounds.max_reads_per_client,
+            std::time::Duration::from_millis(bounds.slow_read_ms),
+        )
+        .map_err(|e| StoreError::Connect(format!("starting the read threads: {e}")))?;
         Ok(Store {
             inner: Arc::new(Inner {
                 backend: pool.backend(),
                 pool,
                 reads,
+                read_timeout: (bounds.read_timeout_ms > 0)
+                    .then(|| std::time::Duration::from_millis(bounds.read_timeout_ms)),
                 writer,
             }),
         })
@@ -266,18 +278,54 @@ impl Store {
         self.inner.backend
     }
 
-    /// Run a read on a pooled connection, off the async threads.
+    /// Run a read on a pooled connection, off the async threads, in the lane of the
+    /// client the current task serves ([`ReadClient::serve`]). Refused with
+    /// `rate-limited:` when that client already has `limits.max_reads_per_client` reads in
+    /// flight; on SQLite a read still running at `storage.read_timeout_ms` is cut and
+    /// fails with `blocked:` naming the bound — never a partial answer (PostgreSQL cuts
+    /// each statement at `storage.statement_timeout_ms` itself).
     pub async fn read<R, F>(&self, f: F) -> Result<R, Reason>
     where
         R: Send + 'static,
         F: FnOnce(Conn<'_>) -> Result<R, Reason> + Send + 'static,
     {
         let pool = self.inner.pool.clone();
-        self.inner
+        let timeout = self.inner.read_timeout;
+        let job = move || match timeout {
+            None => pool.with_conn(f),
+            Some(timeout) => {
+                let deadline = std::time::Instant::now() + timeout;
+                match buzz_sqlite_plans::with_deadline(deadline, || pool.with_conn(f)) {
+                    // Even when the read caught the interruption itself: what it
+                    // answers is missing what the cut statement would have given.
+                    (_, true) => Err(Reason::Blocked(format!(
+                        "read cut at its deadline of {} ms (storage.read_timeout_ms); \
+                         narrow the filters",
+                        timeout.as_millis()
+                    ))),
+                    (answer, false) => answer,
+                }
+            }
+        };
+        let answer = self
+            .inner
             .reads
-            .spawn(move || pool.with_conn(f))
+            .spawn(ReadClient::current(), job)
+            .map_err(|over| {
+                Reason::RateLimited(format!(
+                    "{} reads already in flight for this client \
+                     (limits.max_reads_per_client); wait for an answer",
+                    over.bound
+                ))
+            })?;
+        answer
             .await
             .map_err(|e| Reason::Internal(anyhow::Error::new(StoreError::Join(e.to_string()))))?
+    }
+
+    /// Reads waiting for a read thread right now (all clients' lanes together).
+    pub fn reads_waiting(&self) -> usize {
+        self.inner.reads.waiting()
     }
 
     /// The writer's figures (queue depth, batch sizes), for the relay's metrics.

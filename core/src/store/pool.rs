@@ -52,6 +52,15 @@ pub struct StatementBounds {
     pub statement_timeout_ms: u64,
     /// PostgreSQL `lock_timeout`.
     pub lock_timeout_ms: u64,
+    /// SQLite: longest one [`Store::read`](super::Store::read) may run before its
+    /// statement is interrupted (`storage.read_timeout_ms`).
+    pub read_timeout_ms: u64,
+    /// Reads one client may have in flight, running or queued
+    /// (`limits.max_reads_per_client`).
+    pub max_reads_per_client: usize,
+    /// A read longer than this makes its client a slow reader for a while, whose reads
+    /// leave one read thread to others (`storage.slow_read_ms`).
+    pub slow_read_ms: u64,
 }
 
 impl StatementBounds {
@@ -59,6 +68,9 @@ impl StatementBounds {
     pub const NONE: StatementBounds = StatementBounds {
         statement_timeout_ms: 0,
         lock_timeout_ms: 0,
+        read_timeout_ms: 0,
+        max_reads_per_client: 0,
+        slow_read_ms: 0,
     };
 }
 

@@ -508,17 +508,27 @@ pub fn query_stamps(
 /// NIP-45: how many events match any of `filters` within `scope` at `now` — each event
 /// once, however many filters match it; `limit` does not bound it. One statement: the
 /// filters' conditions OR'd, under the same scope, deletion and expiry rules as
-/// [`query_keys`].
+/// [`query_keys`]. Counts no further than `cap` (at least 1): past it the answer is `cap`,
+/// approximate (NIP-45), so a COUNT over a whole community stops after `cap` rows
+/// instead of scanning them all.
 pub fn count_matching(
     conn: &mut Conn<'_>,
     scope: &Scope,
     filters: &[Filter],
     now: i64,
-) -> Result<u64, Reason> {
+    cap: u64,
+) -> Result<Count, Reason> {
+    let none = Count {
+        count: 0,
+        approximate: false,
+    };
     let filters: Vec<&Filter> = filters.iter().filter(|f| !f.is_empty_match()).collect();
     if filters.is_empty() {
-        return Ok(0);
+        return Ok(none);
     }
+    let cap = cap.max(1);
+    // One row past the cap says "more than cap" without reading on.
+    let rows_read = i64::try_from(cap).unwrap_or(i64::MAX - 1) + 1;
     // One channel list for the statement: the channels the filters name when every
     // filter names some (each filter's `#h` condition narrows further), else the
     // reader's whole set.
@@ -528,38 +538,49 @@ pub fn count_matching(
         .collect::<Option<Vec<_>>>()
         .map(|lists| lists.concat());
     let Some((readable, _installed)) = readable_for(conn, scope, named.as_deref()) else {
-        return Ok(0);
+        return Ok(none);
     };
     let community_id = scope.community_id;
-    let count: i64 = match conn {
+    let seqs: Vec<i64> = match conn {
         Conn::Sqlite(c) => {
-            let q = events::table.select(diesel::dsl::count_star()).into_boxed();
+            let q = events::table.select(events::seq).into_boxed();
             let Some(mut q) = scoped!(q, scope, &readable, now) else {
-                return Ok(0);
+                return Ok(none);
             };
             let mut any = conditions!(diesel::sqlite::Sqlite, filters[0], community_id);
             for f in &filters[1..] {
                 let next = conditions!(diesel::sqlite::Sqlite, f, community_id);
                 any = Box::new(any.or(next));
             }
-            q = q.filter(any);
-            q.get_result(*c)?
+            q = q.filter(any).limit(rows_read);
+            q.load(*c)?
         }
         Conn::Pg(c) => {
-            let q = events::table.select(diesel::dsl::count_star()).into_boxed();
+            let q = events::table.select(events::seq).into_boxed();
             let Some(mut q) = scoped!(q, scope, &readable, now) else {
-                return Ok(0);
+                return Ok(none);
             };
             let mut any = conditions!(diesel::pg::Pg, filters[0], community_id);
             for f in &filters[1..] {
                 let next = conditions!(diesel::pg::Pg, f, community_id);
                 any = Box::new(any.or(next));
             }
-            q = q.filter(any);
-            q.get_result(*c)?
+            q = q.filter(any).limit(rows_read);
+            q.load(*c)?
         }
     };
-    Ok(u64::try_from(count).unwrap_or(0))
+    let counted = u64::try_from(seqs.len()).unwrap_or(u64::MAX);
+    Ok(Count {
+        count: counted.min(cap),
+        approximate: counted > cap,
+    })
+}
+
+/// A NIP-45 count: `approximate` when counting stopped at the relay's cap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Count {
+    pub count: u64,
+    pub approximate: bool,
 }
 
 /// The events `seqs` name in `community_id`, in the order given; rows deleted since their

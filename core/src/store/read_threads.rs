@@ -19,9 +19,15 @@
 //! a stack: a read goes to the thread that finished last, which marks itself idle *before*
 //! it hands its answer back, so a connection's next read finds it, often before it has
 //! even parked. More threads wake only when reads overlap; a read beyond the pool's size
-//! waits in a queue instead of on a thread of its own.
+//! waits in its client's lane (`read_lanes.rs`) instead of on a thread of its own, and
+//! the lanes take turns.
+//!
+//! [`Store::read`](super::Store::read) arms the read deadline inside the job, so it runs
+//! from when a thread takes the read, not from when it was queued.
 
-use std::collections::VecDeque;
+use super::read_client::ReadClient;
+use super::read_lanes::{Lanes, OverBound};
+use super::read_slow::SlowReaders;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::thread::{self, Thread};
@@ -43,14 +49,18 @@ struct Shared {
     threads: OnceLock<Vec<Thread>>,
 }
 
-#[derive(Default)]
 struct State {
     /// Threads waiting for a read, the most recently idle last.
     idle: Vec<usize>,
     /// The read handed to each thread, taken by it when it wakes.
-    handed: Vec<Option<Job>>,
-    /// Reads waiting for a thread (every thread busy).
-    queue: VecDeque<Job>,
+    handed: Vec<Option<(ReadClient, Job)>>,
+    /// Reads waiting for a thread (every thread busy, or one left that a slow reader
+    /// may not take), by client.
+    lanes: Lanes<Job>,
+    /// Who reads slowly, and how many of their reads run.
+    slow: SlowReaders,
+    /// Whether each thread's current read counts as a slow reader's.
+    counted: Vec<bool>,
     /// The store is gone: threads exit once idle.
     closed: bool,
 }
@@ -74,12 +84,23 @@ impl Shared {
 pub(super) struct ReadLost;
 
 impl ReadThreads {
-    pub(super) fn start(threads: usize) -> std::io::Result<ReadThreads> {
+    /// `threads` read threads; each client may have `per_client` reads in flight (0: no
+    /// bound); a client whose read ran longer than `slow_read` (zero: never) is a slow
+    /// reader for a while (`read_slow.rs`).
+    pub(super) fn start(
+        threads: usize,
+        per_client: usize,
+        slow_read: std::time::Duration,
+    ) -> std::io::Result<ReadThreads> {
         let count = threads.max(1);
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
+                idle: Vec::new(),
                 handed: (0..count).map(|_| None).collect(),
-                ..State::default()
+                lanes: Lanes::new(per_client),
+                slow: SlowReaders::new(count, slow_read),
+                counted: vec![false; count],
+                closed: false,
             }),
             threads: OnceLock::new(),
         });
@@ -111,11 +132,13 @@ impl ReadThreads {
         }
     }
 
-    /// Run `f` on a read thread; its answer, or [`ReadLost`] if it panicked.
+    /// Run `f` on a read thread for `client`; its answer, or [`ReadLost`] if it
+    /// panicked. Refused at once when `client` already has its bound of reads in flight.
     pub(super) fn spawn<R, F>(
         &self,
+        client: ReadClient,
         f: F,
-    ) -> impl std::future::Future<Output = Result<R, ReadLost>> + use<R, F>
+    ) -> Result<impl std::future::Future<Output = Result<R, ReadLost>> + use<R, F>, OverBound>
     where
         R: Send + 'static,
         F: FnOnce() -> R + Send + 'static,
@@ -131,15 +154,29 @@ impl ReadThreads {
             })
         });
         let mut state = self.shared.lock();
-        match state.idle.pop() {
+        state.lanes.admit(&client)?;
+        let idle = match state.slow.may_start(&client) {
+            true => state.idle.pop(),
+            false => None,
+        };
+        match idle {
             Some(thread) => {
-                state.handed[thread] = Some(job);
+                state.lanes.running(&client);
+                state.counted[thread] = state.slow.started(&client);
+                state.handed[thread] = Some((client, job));
                 drop(state);
                 self.shared.wake(thread);
             }
-            None => state.queue.push_back(job),
+            None => state.lanes.queue(&client, job),
         }
-        async move { rx.await.map_err(|_| ReadLost) }
+        Ok(async move { rx.await.map_err(|_| ReadLost) })
+    }
+}
+
+impl ReadThreads {
+    /// Reads waiting for a thread (every thread busy), all clients together.
+    pub(super) fn waiting(&self) -> usize {
+        self.shared.lock().lanes.queued()
     }
 }
 
@@ -162,9 +199,9 @@ impl Drop for ReadThreads {
 /// One read thread's life: run what it is handed or finds queued, else wait on top of
 /// the idle stack.
 fn serve(shared: &Shared, me: usize) {
-    let mut next = take_or_idle(shared, me);
+    let mut next = take_or_idle(shared, me, None);
     loop {
-        let job = match next.take() {
+        let (client, job) = match next.take() {
             Some(job) => job,
             None => loop {
                 thread::park();
@@ -178,23 +215,37 @@ fn serve(shared: &Shared, me: usize) {
                 // A spurious wake-up: still on the idle stack, park again.
             },
         };
+        let started = std::time::Instant::now();
         let deliver = job();
         // Idle (or the next queued read) before the answer leaves, so the caller's next
         // read comes back to this thread.
-        next = take_or_idle(shared, me);
+        next = take_or_idle(shared, me, Some((&client, started.elapsed())));
         deliver();
     }
 }
 
-/// The next queued read, or `None` after putting `me` on top of the idle stack.
-fn take_or_idle(shared: &Shared, me: usize) -> Option<Job> {
-    let mut state = shared.lock();
-    if let Some(job) = state.queue.pop_front() {
-        return Some(job);
+/// The next queued read, or `None` after putting `me` on top of the idle stack; first
+/// counts the read `me` just finished for `done`.
+fn take_or_idle(
+    shared: &Shared,
+    me: usize,
+    done: Option<(&ReadClient, std::time::Duration)>,
+) -> Option<(ReadClient, Job)> {
+    let mut guard = shared.lock();
+    let state = &mut *guard;
+    if let Some((client, took)) = done {
+        state.lanes.finished(client);
+        state.slow.finished(client, state.counted[me], took);
+        state.counted[me] = false;
+    }
+    let slow = &state.slow;
+    if let Some(next) = state.lanes.next_where(|client| slow.may_start(client)) {
+        state.counted[me] = state.slow.started(&next.0);
+        return Some(next);
     }
     if state.closed {
         // Exit at the next wake-up check: never handed anything once closed.
-        drop(state);
+        drop(guard);
         thread::current().unpark();
         return None;
     }
@@ -217,14 +268,16 @@ mod tests {
     /// them, and the same threads serve the next burst.
     #[tokio::test]
     async fn reads_run_on_at_most_one_thread_per_connection_and_the_threads_stay() {
-        let threads = ReadThreads::start(2).expect("start");
+        let threads = ReadThreads::start(2, 0, Duration::ZERO).expect("start");
         let burst = || {
             let answers: Vec<_> = (0..16)
                 .map(|_| {
-                    threads.spawn(|| {
-                        thread::sleep(Duration::from_millis(5));
-                        whoami()
-                    })
+                    threads
+                        .spawn(ReadClient::Background, || {
+                            thread::sleep(Duration::from_millis(5));
+                            whoami()
+                        })
+                        .expect("admitted")
                 })
                 .collect();
             async move {
@@ -252,17 +305,27 @@ mod tests {
     /// idle last), not in turn on every thread of the pool.
     #[tokio::test]
     async fn back_to_back_reads_stay_on_one_thread() {
-        let threads = ReadThreads::start(8).expect("start");
+        let threads = ReadThreads::start(8, 0, Duration::ZERO).expect("start");
         // Every thread has served once (as after a moment of concurrent reads).
         let burst: Vec<_> = (0..8)
-            .map(|_| threads.spawn(|| thread::sleep(Duration::from_millis(20))))
+            .map(|_| {
+                threads
+                    .spawn(ReadClient::Background, || {
+                        thread::sleep(Duration::from_millis(20))
+                    })
+                    .expect("admitted")
+            })
             .collect();
         for read in burst {
             read.await.expect("read");
         }
         let mut seen = HashSet::new();
         for _ in 0..50 {
-            let (id, _) = threads.spawn(whoami).await.expect("read");
+            let (id, _) = threads
+                .spawn(ReadClient::Background, whoami)
+                .expect("admitted")
+                .await
+                .expect("read");
             seen.insert(id);
             // Let the thread park, as between a client's REQs.
             tokio::time::sleep(Duration::from_millis(1)).await;
@@ -278,11 +341,74 @@ mod tests {
     /// A read that panics is lost to its caller alone; its thread serves the next one.
     #[tokio::test]
     async fn a_panicking_read_is_lost_and_its_thread_serves_on() {
-        let threads = ReadThreads::start(1).expect("start");
+        let threads = ReadThreads::start(1, 0, Duration::ZERO).expect("start");
         let lost = threads
-            .spawn(|| -> u8 { panic!("a read that fails") })
+            .spawn(ReadClient::Background, || -> u8 {
+                panic!("a read that fails")
+            })
+            .expect("admitted")
             .await;
         assert!(lost.is_err());
-        assert_eq!(threads.spawn(|| 7).await.expect("the next read"), 7);
+        let next = threads.spawn(ReadClient::Background, || 7);
+        assert_eq!(next.expect("admitted").await.expect("the next read"), 7);
+    }
+
+    fn client(last: u8) -> ReadClient {
+        ReadClient::Anonymous(u64::from(last))
+    }
+
+    /// One thread; client A queues five reads behind a running one, then client B
+    /// queues one: B's read runs right after A's running read, not after all of A's.
+    #[tokio::test]
+    async fn a_second_client_waits_for_at_most_one_read_of_the_first() {
+        let threads = ReadThreads::start(1, 0, Duration::ZERO).expect("start");
+        let ran = Arc::new(Mutex::new(Vec::new()));
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let mut answers = Vec::new();
+        let log = |who: &'static str, n: usize, held: Option<std::sync::mpsc::Receiver<()>>| {
+            let ran = ran.clone();
+            move || {
+                if let Some(held) = held {
+                    let _ = held.recv();
+                }
+                ran.lock().expect("log").push(format!("{who}{n}"));
+            }
+        };
+        let running = threads.spawn(client(1), log("a", 0, Some(held)));
+        answers.push(running.expect("admitted"));
+        for n in 1..=5 {
+            let read = threads.spawn(client(1), log("a", n, None));
+            answers.push(read.expect("admitted"));
+        }
+        let other = threads.spawn(client(2), log("b", 0, None));
+        answers.push(other.expect("admitted"));
+        release.send(()).expect("release");
+        for answer in answers {
+            answer.await.expect("read");
+        }
+        let ran = ran.lock().expect("log").clone();
+        assert_eq!(ran, ["a0", "b0", "a1", "a2", "a3", "a4", "a5"]);
+    }
+
+    /// A client with its bound of reads in flight (running or queued) is refused the
+    /// next at once, naming the bound; once one is answered it may read again, and
+    /// other clients were never held to its count.
+    #[tokio::test]
+    async fn the_read_past_a_clients_bound_is_refused() {
+        let threads = ReadThreads::start(1, 2, Duration::ZERO).expect("start");
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let running = threads
+            .spawn(client(1), move || held.recv().is_ok())
+            .expect("first");
+        let queued = threads.spawn(client(1), || 2).expect("second");
+        let refused = threads.spawn(client(1), || 3).err();
+        assert_eq!(refused, Some(OverBound { bound: 2 }));
+        let other = threads.spawn(client(2), || 4).expect("another client");
+        release.send(()).expect("release");
+        assert!(running.await.expect("read"));
+        assert_eq!(queued.await.expect("read"), 2);
+        assert_eq!(other.await.expect("read"), 4);
+        let again = threads.spawn(client(1), || 5).expect("room again");
+        assert_eq!(again.await.expect("read"), 5);
     }
 }

@@ -268,6 +268,15 @@ async fn concurrent_answers_are_whole_or_503(backend: TestBackend, name: &str) {
                     "{text}"
                 );
             }
+            // More at once than one key may have reads in flight
+            // (`limits.max_reads_per_client`): refused before reading anything.
+            429 => {
+                let text = body["error"].as_str().unwrap_or_default();
+                assert!(
+                    text.starts_with("rate-limited:") && text.contains("max_reads_per_client"),
+                    "{text}"
+                );
+            }
             other => panic!("HTTP {other}: {body}"),
         }
     }

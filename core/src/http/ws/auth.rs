@@ -25,6 +25,8 @@ impl Connection {
             });
         match result {
             Ok(pubkey) => {
+                // From now on its reads share its pubkey's lane and bound.
+                crate::store::ReadClient::switch_to(crate::store::ReadClient::pubkey(&pubkey));
                 self.ctx.pubkey = Some(pubkey);
                 self.refresh_scope().await;
                 self.out.send(messages::ok(&id, true, ""));

@@ -141,8 +141,13 @@ pub(crate) fn closed(sub_id: &str, message: &str) -> String {
     json!(["CLOSED", sub_id, message]).to_string()
 }
 
-pub(crate) fn count(sub_id: &str, count: u64) -> String {
-    json!(["COUNT", sub_id, {"count": count}]).to_string()
+/// NIP-45's answer; `"approximate": true` only when counting stopped at the cap.
+pub(crate) fn count(sub_id: &str, count: crate::store::Count) -> String {
+    if count.approximate {
+        json!(["COUNT", sub_id, {"count": count.count, "approximate": true}]).to_string()
+    } else {
+        json!(["COUNT", sub_id, {"count": count.count}]).to_string()
+    }
 }
 
 /// NIP-77's refusal of a reconciliation.

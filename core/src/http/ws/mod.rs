@@ -36,6 +36,7 @@ use crate::ctx::{ConnCtx, Transport};
 use crate::error::Reason;
 use crate::live::{Fanout, LiveInbox, SubKey};
 use crate::plugin::Services;
+use crate::store::ReadClient;
 use crate::store::Scope;
 use crate::stored::StoredEvent;
 use actix_web::body::{BodyStream, BoxBody};
@@ -129,7 +130,8 @@ pub(super) async fn upgrade(
     actix_web::rt::spawn(async move {
         let _open = state.services.metrics.connection_opened();
         let connection = Connection::new(state, &shared, ctx, out);
-        let end = connection.run(stream).await;
+        // Its reads wait in a lane of their own (its pubkey's once it authenticates).
+        let end = ReadClient::anonymous().serve(connection.run(stream)).await;
         // Everything the connection held is dropped by now and the close frame queued
         // (when there was room). A client that does not read never takes it: end the
         // TCP connection, so nothing queued for it stays in memory or in the kernel.
