@@ -263,7 +263,7 @@ async fn run(relay: &TestRelay, community: i64, shape: &Shape) -> Result<(), Rea
             match verb {
                 Verb::Req => query_keys(&mut conn, &scope, &filter, 20, at).map(drop),
                 Verb::NegOpen => query_stamps(&mut conn, &scope, &filter, 100_001, at).map(drop),
-                Verb::Count => count_matching(&mut conn, &scope, &[filter], at).map(drop),
+                Verb::Count => count_matching(&mut conn, &scope, &[filter], at, 10_000).map(drop),
             }
         })
         .await
