@@ -5,9 +5,11 @@
 //! The statement walks the index newest first (FTS5 in rowid order; the GIN matches by
 //! `event_seq`) and joins each match to its `events` row, where the community, deletion,
 //! NIP-40 expiry, the reader's channels, kinds, ids, authors, time range and tags are
-//! checked; it stops after `max_candidates` rows that pass. Ranks ([`Search::score`])
-//! use only each document's own words, so nothing outside the reader's scope can move
-//! one; ties are broken by `created_at` (newest first) then `id`.
+//! checked; it stops after `max_candidates` rows that pass, and reads only their keys
+//! and sizes ([`Candidate`]). Ranking (`rank.rs`) then reads their bodies a page at a
+//! time ([`documents`]). Ranks ([`Search::score`]) use only each document's own words,
+//! so nothing outside the reader's scope can move one; ties are broken by `created_at`
+//! (newest first) then `id`.
 
 use crate::query::Search;
 use crate::sql::{Count, Param, Sql};
@@ -28,41 +30,50 @@ pub(crate) struct Job {
     pub kinds: Vec<u32>,
 }
 
-/// An event found, with its rank.
-#[derive(Debug, Clone)]
-pub(crate) struct Found {
-    pub event: Event,
-    pub score: f64,
+/// A match before it is ranked: where it sorts and how big its text is (its body is
+/// read only to rank it, a page at a time: `rank.rs`).
+#[derive(Debug, Clone, QueryableByName)]
+pub(crate) struct Candidate {
+    #[diesel(sql_type = BigInt)]
+    pub seq: i64,
+    #[diesel(sql_type = BigInt)]
+    pub created_at: i64,
+    #[diesel(sql_type = Text)]
+    pub id: String,
+    /// Bytes of content plus tags.
+    #[diesel(sql_type = BigInt)]
+    pub size: i64,
 }
 
+/// The text of a candidate, to rank it.
 #[derive(QueryableByName)]
-struct Row {
-    #[diesel(sql_type = Text)]
-    id: String,
-    #[diesel(sql_type = Text)]
-    pubkey: String,
+struct Body {
     #[diesel(sql_type = BigInt)]
-    created_at: i64,
+    seq: i64,
     #[diesel(sql_type = Integer)]
     kind: i32,
     #[diesel(sql_type = Text)]
     tags: String,
     #[diesel(sql_type = Text)]
     content: String,
-    #[diesel(sql_type = Text)]
-    sig: String,
 }
 
-/// The matches of `job` within `scope` at `now`: at most `candidates` read, ranked.
-pub(crate) fn find(
+/// The matches of `job` within `scope` at `now` as keys: at most `candidates`, newest
+/// first. No body is read.
+pub(crate) fn candidates(
     conn: &mut Conn<'_>,
     scope: &Scope,
     job: &Job,
     candidates: usize,
     now: i64,
-) -> Result<Vec<Found>, Reason> {
+) -> Result<Vec<Candidate>, Reason> {
     let mut sql = Sql::new(conn);
-    sql.push("SELECT e.id, e.pubkey, e.created_at, e.kind, e.tags, e.content, e.sig ");
+    // Bytes, not characters: what the body takes in memory once read. Neither backend
+    // reads the text to tell (SQLite's `octet_length`, PostgreSQL's stored size).
+    sql.push(
+        "SELECT e.seq, e.created_at, e.id, \
+         CAST(octet_length(e.content) + octet_length(e.tags) AS BIGINT) AS size ",
+    );
     if !matches_within(&mut sql, scope, job, now) {
         return Ok(Vec::new());
     }
@@ -72,30 +83,35 @@ pub(crate) fn find(
         sql.push(" ORDER BY search_fts.rowid DESC LIMIT ");
     }
     sql.param(Param::Int(i64::try_from(candidates).unwrap_or(i64::MAX)));
-    let rows = sql.load::<Row>(conn)?;
-    let mut found = Vec::with_capacity(rows.len());
-    for row in rows {
+    sql.load::<Candidate>(conn)
+}
+
+/// The documents (`text::document`) of events `seqs`, in any order, as `(seq, tokens)`,
+/// handed one at a time to `each` so only one document's tokens exist at once.
+pub(crate) fn documents(
+    conn: &mut Conn<'_>,
+    seqs: &[i64],
+    mut each: impl FnMut(i64, &[String]),
+) -> Result<(), Reason> {
+    let mut sql = Sql::new(conn);
+    sql.push("SELECT seq, kind, tags, content FROM events WHERE ");
+    sql.in_list("seq", Param::Ints(seqs.to_vec()));
+    for row in sql.load::<Body>(conn)? {
         let tags: Vec<Vec<String>> = serde_json::from_str(&row.tags).map_err(|e| {
-            Reason::Internal(anyhow::anyhow!("stored tags of event {}: {e}", row.id))
+            Reason::Internal(anyhow::anyhow!("stored tags of event {}: {e}", row.seq))
         })?;
         let event = Event {
-            id: row.id,
-            pubkey: row.pubkey,
-            created_at: row.created_at,
+            id: String::new(),
+            pubkey: String::new(),
+            created_at: 0,
             kind: u32::try_from(row.kind).unwrap_or_default(),
             tags,
             content: row.content,
-            sig: row.sig,
+            sig: String::new(),
         };
-        let doc = document(&event);
-        // The index and the matcher agree; the matcher is the reference.
-        if !job.search.matches(&doc) {
-            continue;
-        }
-        let score = job.search.score(&doc);
-        found.push(Found { event, score });
+        each(row.seq, &document(&event));
     }
-    Ok(found)
+    Ok(())
 }
 
 /// How many distinct events any of `jobs` matches within `scope` at `now`.
