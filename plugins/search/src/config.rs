@@ -33,6 +33,9 @@ pub struct Config {
     /// together: each page of bodies reserves its bytes before it is read, waiting for
     /// room at most a few seconds, then `error:` (busy).
     pub rank_memory_bytes: usize,
+    /// Matches one search COUNT examines per filter; a COUNT with more is `invalid:`
+    /// (narrow it) rather than an unbounded walk or a smaller number.
+    pub max_count_rows: usize,
 }
 
 impl Default for Config {
@@ -46,6 +49,7 @@ impl Default for Config {
             max_search_filters: 4,
             max_ranked_bytes: 8 * 1024 * 1024,
             rank_memory_bytes: 64 * 1024 * 1024,
+            max_count_rows: 10_000,
         }
     }
 }
@@ -77,6 +81,9 @@ impl Config {
         if !(1 << 20..=u32::MAX as usize).contains(&self.rank_memory_bytes) {
             anyhow::bail!("rank_memory_bytes must be between 1048576 and 4294967295");
         }
+        if !(1..=1_000_000).contains(&self.max_count_rows) {
+            anyhow::bail!("max_count_rows must be between 1 and 1000000");
+        }
         Ok(())
     }
 
@@ -89,6 +96,7 @@ impl Config {
             "max_candidates": self.max_candidates,
             "max_search_filters": self.max_search_filters,
             "max_ranked_bytes": self.max_ranked_bytes,
+            "max_count_rows": self.max_count_rows,
             "syntax": ["words", "\"phrase\"", "prefix*"],
         })
     }

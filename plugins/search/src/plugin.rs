@@ -249,10 +249,11 @@ impl Plugin for Search {
         let jobs = self.jobs(ctx, &filters).await?;
         let scope = self.scope(ctx, &jobs).await?;
         let now = self.services.clock.now_secs();
+        let cap = self.config.max_count_rows;
         let n = self
             .services
             .store
-            .read(move |mut conn| search::count(&mut conn, &scope, &jobs, now))
+            .read(move |mut conn| search::count(&mut conn, &scope, &jobs, now, cap))
             .await?;
         Ok(Some(n))
     }

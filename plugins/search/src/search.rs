@@ -12,7 +12,7 @@
 //! (newest first) then `id`.
 
 use crate::query::Search;
-use crate::sql::{Count, Param, Sql};
+use crate::sql::{Param, Sql};
 use crate::text::document;
 use buzz_core::error::Reason;
 use buzz_core::store::{ChannelScope, Conn, Scope};
@@ -114,12 +114,15 @@ pub(crate) fn documents(
     Ok(())
 }
 
-/// How many distinct events any of `jobs` matches within `scope` at `now`.
+/// How many distinct events any of `jobs` matches within `scope` at `now`, each filter's
+/// matches examined up to `cap`: a filter with more is refused, never walked to its end
+/// nor answered with a smaller number.
 pub(crate) fn count(
     conn: &mut Conn<'_>,
     scope: &Scope,
     jobs: &[Job],
     now: i64,
+    cap: usize,
 ) -> Result<u64, Reason> {
     // Filters that cannot match are left out (writing one to a scratch statement says).
     let possible: Vec<&Job> = jobs
@@ -129,18 +132,38 @@ pub(crate) fn count(
     if possible.is_empty() {
         return Ok(0);
     }
+    let over = i64::try_from(cap).unwrap_or(i64::MAX).saturating_add(1);
     let mut sql = Sql::new(conn);
-    sql.push("SELECT COUNT(*) AS n FROM (");
+    sql.push("SELECT COUNT(DISTINCT seq) AS n, MAX(each_n) AS most FROM (");
     for (i, job) in possible.iter().enumerate() {
         if i > 0 {
-            sql.push(" UNION ");
+            sql.push(" UNION ALL ");
         }
-        sql.push("SELECT e.seq ");
+        // Each filter's walk stops one past the cap; how many it found rides along.
+        sql.push("SELECT seq, COUNT(*) OVER () AS each_n FROM (SELECT e.seq ");
         matches_within(&mut sql, scope, job, now);
+        sql.push(" LIMIT ").param(Param::Int(over));
+        sql.push(&format!(") AS m{i}"));
     }
     sql.push(") AS matched");
-    let rows = sql.load::<Count>(conn)?;
-    Ok(rows.first().map_or(0, |c| u64::try_from(c.n).unwrap_or(0)))
+    let rows = sql.load::<CappedCount>(conn)?;
+    let (n, most) = rows.first().map_or((0, None), |c| (c.n, c.most));
+    if most.unwrap_or(0) >= over {
+        return Err(Reason::invalid(format!(
+            "this search matches more than {cap} events; COUNT examines at most that many \
+             per filter (max_count_rows): narrow it (since, until, authors, #h)"
+        )));
+    }
+    Ok(u64::try_from(n).unwrap_or(0))
+}
+
+/// A count and the largest per-filter count under it.
+#[derive(QueryableByName)]
+struct CappedCount {
+    #[diesel(sql_type = BigInt)]
+    n: i64,
+    #[diesel(sql_type = diesel::sql_types::Nullable<BigInt>)]
+    most: Option<i64>,
 }
 
 /// Append `FROM … WHERE …` for the index matches of `job` within `scope` at `now`;

@@ -15,6 +15,7 @@ both_backends!(
     ranked_text_per_query_is_bounded,
     a_page_over_the_process_budget_is_ranked_alone,
     nip11_advertises_the_bounds,
+    counts_past_the_cap_are_refused,
 );
 
 /// A message of about `bytes` bytes holding `word` once (each a different event).
@@ -130,5 +131,27 @@ async fn nip11_advertises_the_bounds(backend: TestBackend, name: &str) {
     let search = &info["search"];
     assert_eq!(search["max_search_filters"], 4, "{search}");
     assert_eq!(search["max_ranked_bytes"], 8_388_608, "{search}");
+    relay.stop().await;
+}
+
+/// COUNT examines at most `max_count_rows` matches per filter: past them it says so
+/// instead of walking on or answering a smaller number.
+async fn counts_past_the_cap_are_refused(backend: TestBackend, name: &str) {
+    let Some(relay) = relay_with(backend, name, json!({"max_count_rows": 3}), |_| {}).await else {
+        return;
+    };
+    let mut alice = User::new(&relay).await;
+    let ch = alice.create_channel(false).await;
+    for i in 0..3 {
+        alice.post(&ch, &format!("axolotl {i}")).await;
+    }
+    let q = json!({"search": "axolotl", "#h": [ch]});
+    assert_eq!(alice.count(q.clone()).await, Ok(3));
+    alice.post(&ch, "axolotl 3").await;
+    let refused = alice.count(q).await.expect_err("past the cap");
+    assert!(
+        refused.starts_with("invalid: ") && refused.contains("max_count_rows"),
+        "{refused}"
+    );
     relay.stop().await;
 }
