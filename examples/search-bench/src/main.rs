@@ -12,8 +12,11 @@
 //!
 //! `--attack` instead measures issue 39's memory attack (`attack.rs`): large messages,
 //! many-filter search REQs, the relay's resident memory while each is answered.
+//! `--leak` measures issue 45's timing question (`leak.rs`): a word frequent in a scope
+//! the reader cannot read against an absent word, p50 ratio.
 
 mod attack;
+mod leak;
 
 use anyhow::Context;
 use buzz_core::config::PluginSection;
@@ -62,6 +65,12 @@ struct Args {
     /// Messages of 250 KB the attack posts.
     #[arg(long, default_value_t = 300)]
     attack_messages: usize,
+    /// Run the timing comparison of issue 45 instead (`leak.rs`).
+    #[arg(long)]
+    leak: bool,
+    /// Private occurrences of the word the leak comparison searches for.
+    #[arg(long, default_value_t = 5_000)]
+    leak_occurrences: usize,
 }
 
 const RARE: &str = "zanzibar";
@@ -181,6 +190,9 @@ async fn main() -> anyhow::Result<()> {
     let settings = storage.settings.clone();
     if args.attack {
         return attack::run(&storage, backend, args.attack_messages).await;
+    }
+    if args.leak {
+        return leak::run(&storage, backend, args.leak_occurrences, args.samples).await;
     }
 
     // 1. Seed without the plugin.
