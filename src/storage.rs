@@ -169,7 +169,7 @@ pub(crate) async fn copy(
     })
     .await
     .context("copy task")?
-    .map_err(failed("copy"))?;
+    .map_err(|e| anyhow::anyhow!("copy to {}: {e}", crate::redact::without_password(&to)))?;
     for table in &report.tables {
         eprintln!(
             "  {:<12} {:<24} {:>10} rows",

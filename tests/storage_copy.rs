@@ -330,10 +330,21 @@ async fn copy_answers_the_same(backend: TestBackend, test: &str) {
     );
     copy.stop().await;
 
+    // An operator's mistake, said as one: which destination, which table holds how many
+    // rows — not an "internal error".
     let (ok, _, err) = run(&cfg, &["copy", "--to", &destination.url]);
     assert!(
         !ok && err.contains("error: ") && err.contains("not empty"),
         "{err}"
+    );
+    assert!(!err.contains("internal error"), "{err}");
+    assert!(
+        err.contains(&destination.url),
+        "names the destination: {err}"
+    );
+    assert!(
+        err.contains("table communities holds ") && err.contains(" row"),
+        "names the table and its rows: {err}"
     );
 }
 

@@ -5,6 +5,7 @@
 
 mod answer;
 mod bridge;
+mod cors;
 mod error;
 mod info;
 mod metrics;

@@ -40,6 +40,7 @@ pub(crate) fn start(
     let mut server = HttpServer::new(move || {
         let routes = routes.clone();
         App::new()
+            .wrap(super::cors::layer())
             .app_data(state.clone())
             .app_data(ws.clone())
             .configure(super::configure)

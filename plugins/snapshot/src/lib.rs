@@ -83,8 +83,14 @@ impl PluginManifest for SnapshotPlugin {
         Ok(AdminPanel::default()
             .fact("shared captures", config.max_captures)
             .fact("shared bytes", config.max_charged_bytes)
-            .fact("captures per community", config.captures_per_community)
-            .fact("bytes per community", config.charged_bytes_per_community)
+            .fact(
+                "captures reserved per community",
+                config.captures_reserved_per_community,
+            )
+            .fact(
+                "bytes reserved per community",
+                config.charged_bytes_reserved_per_community,
+            )
             .fact("captures per reader", config.captures_per_reader)
             .fact("lifetime (s)", config.lifetime_seconds)
             .table(AdminTable {
@@ -140,6 +146,7 @@ impl PluginManifest for SnapshotPlugin {
             ),
             operations: Arc::new(tokio::sync::Semaphore::new(config.concurrent_operations)),
             artifact_limits,
+            quota: state::Quota::new(&config, services.communities.iter().map(|c| c.id).collect()),
             limits: config,
         }))
     }

@@ -2,11 +2,12 @@
 //! version 1 (advertised in NIP-11 under `artifacts.snapshot`) and its fixed bounds; an
 //! operator may only tighten them.
 //!
-//! The shared limits (captures and charged bytes) are partitioned: one community holds
-//! at most its share of them, counted against the community a capture was started in,
-//! so no community's readers — throwaway keys included — can take what another
-//! community needs. Every bound holds on its own: a reader's, its community's and the
-//! relay's.
+//! The shared limits (captures and charged bytes) keep a reserve for every community:
+//! counted against the community a capture was started in, a community may take what is
+//! free less the other communities' unused reserves, so no community's readers —
+//! throwaway keys included — can take what another community needs, while a relay of one
+//! community gives it NIP-AR's limits whole. Every bound holds on its own: a reader's,
+//! the other communities' reserves and the relay's.
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -36,12 +37,12 @@ pub struct Limits {
     pub max_captures: usize,
     /// Bytes of manifests charged at once, shared by every process.
     pub max_charged_bytes: usize,
-    /// Captures (and registration leases) one community holds at once: its share of
-    /// `max_captures`.
-    pub captures_per_community: usize,
-    /// Bytes of manifests one community is charged at once: its share of
-    /// `max_charged_bytes`.
-    pub charged_bytes_per_community: usize,
+    /// Captures (and registration leases) of `max_captures` kept free for each
+    /// community whatever the others hold (0 to NIP-AR's 32; with `n` communities at
+    /// most a `1/n` part of `max_captures` each); the rest is first come, first served.
+    pub captures_reserved_per_community: usize,
+    /// Bytes of `max_charged_bytes` kept free for each community the same way.
+    pub charged_bytes_reserved_per_community: usize,
     /// Captures one reader holds at once in one community.
     pub captures_per_reader: usize,
     /// Snapshot operations one process runs at once.
@@ -66,12 +67,10 @@ impl Default for Limits {
             max_manifest_bytes: 16 * 1024 * 1024,
             max_captures: 32,
             max_charged_bytes: 64 * 1024 * 1024,
-            // A quarter of the slots: it takes four communities at their share to fill
-            // the relay, and a community's readers at most four at their two each.
-            captures_per_community: 8,
-            // Half the bytes: a maxRows capture of ordinary ids (charged 16.65 MiB) must
-            // fit a community's share, and a quarter would not hold one.
-            charged_bytes_per_community: 32 * 1024 * 1024,
+            // Two readers at their two captures each, whatever other communities do.
+            captures_reserved_per_community: 4,
+            // One maxRows capture of ordinary ids (charged 16.65 MiB).
+            charged_bytes_reserved_per_community: 17 * 1024 * 1024,
             captures_per_reader: 2,
             concurrent_operations: 4,
             statement_ms: 2_000,
@@ -106,16 +105,6 @@ impl Limits {
                 spec.max_charged_bytes,
             ),
             (
-                "captures_per_community",
-                self.captures_per_community,
-                spec.max_captures,
-            ),
-            (
-                "charged_bytes_per_community",
-                self.charged_bytes_per_community,
-                spec.max_charged_bytes,
-            ),
-            (
                 "captures_per_reader",
                 self.captures_per_reader,
                 spec.captures_per_reader,
@@ -129,6 +118,25 @@ impl Limits {
         for (name, value, max) in bounds {
             if value == 0 || value > max {
                 anyhow::bail!("{name} must be between 1 and {max} (NIP-AR version 1)");
+            }
+        }
+        // A reserve may be 0 (none kept). It is kept only within the relay's own limit
+        // (`n` communities keep at most `1/n` of it each), so a lowered limit needs no
+        // lowered reserve.
+        for (name, value, max) in [
+            (
+                "captures_reserved_per_community",
+                self.captures_reserved_per_community,
+                spec.max_captures,
+            ),
+            (
+                "charged_bytes_reserved_per_community",
+                self.charged_bytes_reserved_per_community,
+                spec.max_charged_bytes,
+            ),
+        ] {
+            if value > max {
+                anyhow::bail!("{name} must be between 0 and {max}");
             }
         }
         // The smallest page must hold one entry beside the response's envelope.
@@ -173,32 +181,36 @@ mod tests {
     use super::*;
 
     #[test]
-    fn defaults_are_valid_and_no_community_holds_the_relay() {
+    fn defaults_are_valid_and_reserves_leave_a_remainder() {
         let limits = Limits::default();
         limits.validate().expect("the defaults are valid");
-        assert!(limits.captures_per_community < limits.max_captures);
-        assert!(limits.charged_bytes_per_community < limits.max_charged_bytes);
-        assert!(limits.captures_per_reader <= limits.captures_per_community);
+        assert!(limits.captures_reserved_per_community < limits.max_captures);
+        assert!(limits.charged_bytes_reserved_per_community < limits.max_charged_bytes);
+        assert!(limits.captures_per_reader <= limits.captures_reserved_per_community);
     }
 
     #[test]
-    fn community_shares_are_bounded() {
+    fn community_reserves_are_bounded() {
         for (key, value) in [
-            ("captures_per_community", 0),
-            ("captures_per_community", 33),
-            ("charged_bytes_per_community", 0),
-            ("charged_bytes_per_community", 64 * 1024 * 1024 + 1),
+            ("captures_reserved_per_community", 33),
+            ("charged_bytes_reserved_per_community", 64 * 1024 * 1024 + 1),
         ] {
             let mut limits = Limits::default();
             match key {
-                "captures_per_community" => limits.captures_per_community = value,
-                _ => limits.charged_bytes_per_community = value,
+                "captures_reserved_per_community" => limits.captures_reserved_per_community = value,
+                _ => limits.charged_bytes_reserved_per_community = value,
             }
             let err = limits.validate().expect_err(key).to_string();
             assert!(err.starts_with(key), "{err}");
         }
-        // Each bound holds on its own: a share above a lowered relay-wide limit is
-        // simply not the one that binds.
+        // None kept is valid; so is all of a lowered relay-wide limit.
+        let none = Limits {
+            captures_reserved_per_community: 0,
+            charged_bytes_reserved_per_community: 0,
+            ..Limits::default()
+        };
+        none.validate().expect("valid");
+        // A reserve above a lowered relay-wide limit is simply kept within it.
         let lowered = Limits {
             max_captures: 3,
             max_charged_bytes: 1024 * 1024,

@@ -297,8 +297,11 @@ mod tests {
         let stored: usize = m.records.iter().map(|(n, v)| n.len() + v.len()).sum();
         assert!(charged >= stored, "{charged} < {stored}");
         assert!(charged < limits.max_charged_bytes / 3, "{charged}");
-        // And one community's share of the bytes holds one.
-        assert!(charged <= limits.charged_bytes_per_community, "{charged}");
+        // And one community's reserve of the bytes holds one.
+        assert!(
+            charged <= limits.charged_bytes_reserved_per_community,
+            "{charged}"
+        );
     }
 
     #[test]

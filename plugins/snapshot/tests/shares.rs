@@ -1,7 +1,9 @@
-//! The shared capture limits are partitioned per community: whatever the readers of one
-//! community do, a reader of another community still starts a capture. The attack this
-//! reproduces: sixteen throwaway keys of one open community each take their two empty
-//! captures, and every community of the relay waited out the captures' lifetime.
+//! The shared capture limits keep a reserve for every community: whatever the readers of
+//! one community do, a reader of another community still starts a capture, and a relay
+//! of one community gives it NIP-AR's limits whole. The attacks this reproduces: sixteen
+//! throwaway keys of one open community each take their two empty captures, and every
+//! community of the relay waited out the captures' lifetime; and, with a fixed share per
+//! community instead, the ninth reader of a one-community relay was refused.
 
 use buzz_core::both_backends;
 mod common;
@@ -13,9 +15,10 @@ use common::*;
 use serde_json::{json, Value};
 
 both_backends!(
+    a_lone_community_holds_every_capture,
     throwaway_keys_cannot_starve_other_communities,
-    a_community_holds_at_most_its_share,
-    a_community_holds_at_most_its_byte_share,
+    a_community_keeps_its_reserve,
+    a_community_keeps_its_byte_reserve,
     outsiders_are_refused_before_any_slot_is_counted,
 );
 
@@ -49,6 +52,35 @@ async fn member_with_a_task(relay: &TestRelay, host: &str, owner: Option<&mut Us
 /// Start a capture of tasks at `host` as `keys`: its status and body.
 async fn start_at(relay: &TestRelay, host: &str, keys: &Keys) -> (u16, Value) {
     ask_at(relay, host, keys, start_filter(tasks())).await
+}
+
+/// The relay's defaults with one community: NIP-AR's limits hold exactly — 32 captures,
+/// two per reader — and the reported failure was the ninth reader's start (503).
+async fn a_lone_community_holds_every_capture(backend: TestBackend, name: &str) {
+    let Some(relay) = relay_tuned(backend, name, json!({}), |_| {}).await else {
+        return;
+    };
+    let spec = buzz_snapshot::Limits::default();
+    let mut held = 0;
+    for reader in 0..=spec.max_captures / spec.captures_per_reader {
+        let keys = Keys::generate();
+        for capture in 0..=spec.captures_per_reader {
+            let answer = start_at(&relay, "localhost", &keys).await;
+            if held < spec.max_captures && capture < spec.captures_per_reader {
+                assert_eq!(
+                    answer.0, 200,
+                    "reader {reader}, capture {capture}: {}",
+                    answer.1
+                );
+                held += 1;
+            } else {
+                // A reader's third, and anything past the relay's 32.
+                assert_code(&answer, 503, "snapshot_unavailable");
+            }
+        }
+    }
+    assert_eq!(held, spec.max_captures);
+    assert_eq!(captures_of(&relay).await.len(), spec.max_captures);
 }
 
 async fn throwaway_keys_cannot_starve_other_communities(backend: TestBackend, name: &str) {
@@ -86,15 +118,19 @@ async fn throwaway_keys_cannot_starve_other_communities(backend: TestBackend, na
     let answer = start_at(&relay, OTHER, &other.keys).await;
     assert_eq!(answer.0, 200, "other community: {}", answer.1);
     assert_eq!(entries(&answer.1).len(), 1);
-    // The attacker's community holds its share of the relay's captures, no more.
+    // The attacker's community holds what the other two communities' reserves leave.
+    let limits = buzz_snapshot::Limits::default();
     assert_eq!(
         held,
-        buzz_snapshot::Limits::default().captures_per_community
+        limits.max_captures - 2 * limits.captures_reserved_per_community
     );
 }
 
-async fn a_community_holds_at_most_its_share(backend: TestBackend, name: &str) {
-    let options = json!({"max_captures": 5, "captures_per_community": 3, "captures_per_reader": 2});
+/// Five captures, one kept for each of the three communities: the default community's
+/// readers hold three, the other communities still start theirs.
+async fn a_community_keeps_its_reserve(backend: TestBackend, name: &str) {
+    let options =
+        json!({"max_captures": 5, "captures_reserved_per_community": 1, "captures_per_reader": 2});
     let Some((relay, mut owner)) = communities(backend, name, options).await else {
         return;
     };
@@ -104,7 +140,8 @@ async fn a_community_holds_at_most_its_share(backend: TestBackend, name: &str) {
     assert_eq!(start_at(&relay, "localhost", &a).await.0, 200);
     assert_eq!(start_at(&relay, "localhost", &a).await.0, 200);
     assert_eq!(start_at(&relay, "localhost", &b).await.0, 200);
-    // A fourth is refused, to a reader with room of its own and to a new one alike.
+    // A fourth is refused, to a reader with room of its own and to a new one alike:
+    // the two free slots are the other communities' reserves.
     for reader in [&b, &c] {
         assert_code(
             &start_at(&relay, "localhost", reader).await,
@@ -112,12 +149,17 @@ async fn a_community_holds_at_most_its_share(backend: TestBackend, name: &str) {
             "snapshot_unavailable",
         );
     }
-    // The same reader keys in another community have their own share there.
+    // The same reader key in another community takes that community's reserve; a
+    // second reader there would take the closed community's, and is refused.
     assert_eq!(start_at(&relay, OTHER, &a).await.0, 200);
-    assert_eq!(start_at(&relay, OTHER, &c).await.0, 200);
-    // Five shared by the whole relay still hold: the closed community's member waits.
-    let full = start_at(&relay, CLOSED, &closed.keys).await;
-    assert_code(&full, 503, "snapshot_unavailable");
+    assert_code(
+        &start_at(&relay, OTHER, &c).await,
+        503,
+        "snapshot_unavailable",
+    );
+    // The closed community's member starts the last one.
+    let last = start_at(&relay, CLOSED, &closed.keys).await;
+    assert_eq!(last.0, 200, "{}", last.1);
     let listed = captures_of(&relay).await;
     let mut per_community = std::collections::BTreeMap::new();
     for capture in &listed {
@@ -125,12 +167,18 @@ async fn a_community_holds_at_most_its_share(backend: TestBackend, name: &str) {
     }
     let mut counts: Vec<usize> = per_community.into_values().collect();
     counts.sort_unstable();
-    assert_eq!(counts, vec![2, 3], "{listed:?}");
+    assert_eq!(counts, vec![1, 1, 3], "{listed:?}");
 }
 
-async fn a_community_holds_at_most_its_byte_share(backend: TestBackend, name: &str) {
-    const SHARE: u64 = 12_000;
-    let options = json!({ "charged_bytes_per_community": SHARE });
+async fn a_community_keeps_its_byte_reserve(backend: TestBackend, name: &str) {
+    // 36,000 bytes, 12,000 kept for each of three communities: the default community
+    // may fill 12,000 while the others hold nothing.
+    const MAX: u64 = 36_000;
+    const RESERVE: u64 = 12_000;
+    let options = json!({
+        "max_charged_bytes": MAX,
+        "charged_bytes_reserved_per_community": RESERVE,
+    });
     let Some((relay, _owner)) = communities(backend, name, options).await else {
         return;
     };
@@ -151,17 +199,18 @@ async fn a_community_holds_at_most_its_byte_share(backend: TestBackend, name: &s
             break;
         }
         held += 1;
-        assert!(held < 8, "more captures than the byte share allows");
+        assert!(held < 8, "more captures than the others' reserves leave");
     }
     let listed = captures_of(&relay).await;
     assert_eq!(listed.len(), held, "{listed:?}");
     let charged: u64 = listed.iter().map(|c| c.bytes).sum();
     let smallest = listed.iter().map(|c| c.bytes).min().expect("a capture");
-    println!("{held} captures of {smallest} bytes fit a share of {SHARE} bytes");
-    assert!(held >= 2, "two captures of {smallest} bytes fit {SHARE}");
-    assert!(charged <= SHARE, "{charged} bytes charged");
+    let left = MAX - 2 * RESERVE;
+    println!("{held} captures of {smallest} bytes fit the {left} bytes reserves leave");
+    assert!(held >= 2, "two captures of {smallest} bytes fit {left}");
+    assert!(charged <= left, "{charged} bytes charged");
     assert!(
-        charged + smallest > SHARE,
+        charged + smallest > left,
         "{charged} + {smallest} fits, yet refused"
     );
     // Another community's reader starts a capture of the same size.

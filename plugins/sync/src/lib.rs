@@ -13,16 +13,18 @@
 //!
 //! | file | concern |
 //! |---|---|
-//! | `lib.rs` | manifest: name, config section and its bounds, NIP-11 `supported_nips` 77 |
+//! | `lib.rs` | manifest: name, config section and its bounds, NIP-11 `supported_nips` 77 and `sync` |
 //! | `message.rs` | the grammar of `NEG-OPEN` / `NEG-MSG` / `NEG-CLOSE` (every refusal there) |
 //! | `records.rs` | the reader's record set: checks, scope, one snapshot, the record bound |
-//! | `sessions.rs` | open sessions: per connection, idle timeout, the process's record budget |
+//! | `sessions.rs` | open sessions: per connection, idle timeout and lifetime |
+//! | `shares.rs` | the record budget: per reader, per community (a reserve each), per process |
 //! | `plugin.rs` | the running plugin: dispatch, answers, the idle sweeper |
 
 mod message;
 mod plugin;
 mod records;
 mod sessions;
+mod shares;
 
 pub use plugin::Reconciler;
 pub use sessions::RECORD_BYTES;
@@ -48,6 +50,10 @@ pub const MAX_FRAME_SIZE: usize = 250_000;
 pub const MAX_SESSIONS_BOUND: usize = 64;
 /// Largest `idle_timeout_secs`.
 pub const MAX_IDLE_TIMEOUT_SECS: u64 = 3_600;
+/// Largest `max_sessions_per_pubkey`.
+pub const MAX_SESSIONS_PER_PUBKEY_BOUND: usize = 1_024;
+/// Largest `max_session_secs`.
+pub const MAX_SESSION_SECS_BOUND: u64 = 86_400;
 
 /// `[plugins.sync]`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -70,6 +76,23 @@ pub struct Config {
     /// Seconds a session may go without a message before it is dropped (its next
     /// `NEG-MSG` is answered `NEG-ERR`); 1 to [`MAX_IDLE_TIMEOUT_SECS`].
     pub idle_timeout_secs: u64,
+    /// Sessions one reader may have open at once over all its connections to this
+    /// process (a reader is its authenticated pubkey, or its IP address before AUTH);
+    /// 1 to [`MAX_SESSIONS_PER_PUBKEY_BOUND`].
+    pub max_sessions_per_pubkey: usize,
+    /// Records one reader's sessions may hold together in this process: its share of
+    /// `max_records_in_memory` (1 to [`MAX_RECORDS_IN_MEMORY_BOUND`]; above
+    /// `max_records_in_memory` the budget binds first). An open that finds its reader's
+    /// share spent is refused `blocked:` before any row is read.
+    pub max_records_per_pubkey: usize,
+    /// Records of `max_records_in_memory` kept free for each community's readers
+    /// whatever the other communities hold (0 to [`MAX_RECORDS_IN_MEMORY_BOUND`]; with
+    /// `n` communities at most a `1/n` part of `max_records_in_memory` each). The rest goes to whoever comes
+    /// first, so a relay of one community gives it the whole budget.
+    pub records_reserved_per_community: usize,
+    /// Seconds a session may stay open at all, however busy (1 to
+    /// [`MAX_SESSION_SECS_BOUND`]): a reader cannot keep a set in memory by renewing it.
+    pub max_session_secs: u64,
 }
 
 impl Default for Config {
@@ -80,7 +103,31 @@ impl Default for Config {
             frame_size_limit: 65_536,
             max_sessions_per_connection: 4,
             idle_timeout_secs: 60,
+            // Twice a whole-community session: one reader's opens leave room for others.
+            max_sessions_per_pubkey: 8,
+            max_records_per_pubkey: 1_000_000,
+            // One full set per community, at most.
+            records_reserved_per_community: 500_000,
+            // A reconciliation takes a few round trips; ten minutes is far beyond one.
+            max_session_secs: 600,
         }
+    }
+}
+
+impl Config {
+    /// The NIP-11 `sync` object: every bound, under its key's name.
+    pub fn nip11(&self) -> serde_json::Value {
+        serde_json::json!({
+            "max_sync_records": self.max_sync_records,
+            "max_records_in_memory": self.max_records_in_memory,
+            "frame_size_limit": self.frame_size_limit,
+            "max_sessions_per_connection": self.max_sessions_per_connection,
+            "idle_timeout_secs": self.idle_timeout_secs,
+            "max_sessions_per_pubkey": self.max_sessions_per_pubkey,
+            "max_records_per_pubkey": self.max_records_per_pubkey,
+            "records_reserved_per_community": self.records_reserved_per_community,
+            "max_session_secs": self.max_session_secs,
+        })
     }
 }
 
@@ -115,6 +162,22 @@ impl PluginManifest for SyncPlugin {
         if !(1..=MAX_IDLE_TIMEOUT_SECS).contains(&config.idle_timeout_secs) {
             anyhow::bail!("idle_timeout_secs must be from 1 to {MAX_IDLE_TIMEOUT_SECS}");
         }
+        if !(1..=MAX_SESSIONS_PER_PUBKEY_BOUND).contains(&config.max_sessions_per_pubkey) {
+            anyhow::bail!(
+                "max_sessions_per_pubkey must be from 1 to {MAX_SESSIONS_PER_PUBKEY_BOUND}"
+            );
+        }
+        if !(1..=MAX_RECORDS_IN_MEMORY_BOUND).contains(&config.max_records_per_pubkey) {
+            anyhow::bail!("max_records_per_pubkey must be from 1 to {MAX_RECORDS_IN_MEMORY_BOUND}");
+        }
+        if config.records_reserved_per_community > MAX_RECORDS_IN_MEMORY_BOUND {
+            anyhow::bail!(
+                "records_reserved_per_community must be from 0 to {MAX_RECORDS_IN_MEMORY_BOUND}"
+            );
+        }
+        if !(1..=MAX_SESSION_SECS_BOUND).contains(&config.max_session_secs) {
+            anyhow::bail!("max_session_secs must be from 1 to {MAX_SESSION_SECS_BOUND}");
+        }
         Ok(())
     }
 
@@ -131,7 +194,14 @@ impl PluginManifest for SyncPlugin {
                 "max sessions per connection",
                 config.max_sessions_per_connection,
             )
-            .fact("idle timeout (s)", config.idle_timeout_secs))
+            .fact("idle timeout (s)", config.idle_timeout_secs)
+            .fact("max sessions per reader", config.max_sessions_per_pubkey)
+            .fact("max records per reader", config.max_records_per_pubkey)
+            .fact(
+                "records reserved per community",
+                config.records_reserved_per_community,
+            )
+            .fact("session lifetime (s)", config.max_session_secs))
     }
 
     fn build(config: Config, services: &Services) -> anyhow::Result<Arc<dyn Plugin>> {
@@ -189,6 +259,35 @@ mod tests {
         assert!(!valid(|c| c.idle_timeout_secs = 0));
         assert!(valid(|c| c.idle_timeout_secs = MAX_IDLE_TIMEOUT_SECS));
         assert!(!valid(|c| c.idle_timeout_secs = MAX_IDLE_TIMEOUT_SECS + 1));
+        assert!(valid(|c| c.max_sessions_per_pubkey = 1));
+        assert!(!valid(|c| c.max_sessions_per_pubkey = 0));
+        assert!(valid(
+            |c| c.max_sessions_per_pubkey = MAX_SESSIONS_PER_PUBKEY_BOUND
+        ));
+        assert!(!valid(
+            |c| c.max_sessions_per_pubkey = MAX_SESSIONS_PER_PUBKEY_BOUND + 1
+        ));
+        // Above the process's budget they mean "all of it" (the budget binds first).
+        assert!(valid(|c| c.max_records_per_pubkey = 1));
+        assert!(!valid(|c| c.max_records_per_pubkey = 0));
+        assert!(valid(|c| {
+            c.max_records_in_memory = c.max_sync_records;
+            c.max_records_per_pubkey = MAX_RECORDS_IN_MEMORY_BOUND;
+        }));
+        assert!(!valid(
+            |c| c.max_records_per_pubkey = MAX_RECORDS_IN_MEMORY_BOUND + 1
+        ));
+        assert!(valid(|c| c.records_reserved_per_community = 0));
+        assert!(valid(
+            |c| c.records_reserved_per_community = MAX_RECORDS_IN_MEMORY_BOUND
+        ));
+        assert!(!valid(
+            |c| c.records_reserved_per_community = MAX_RECORDS_IN_MEMORY_BOUND + 1
+        ));
+        assert!(valid(|c| c.max_session_secs = 1));
+        assert!(!valid(|c| c.max_session_secs = 0));
+        assert!(valid(|c| c.max_session_secs = MAX_SESSION_SECS_BOUND));
+        assert!(!valid(|c| c.max_session_secs = MAX_SESSION_SECS_BOUND + 1));
     }
 
     #[test]

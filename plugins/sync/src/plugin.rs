@@ -1,8 +1,10 @@
 //! The running plugin: NIP-77's verbs answered, one connection's messages at a time.
 //!
 //! - `NEG-OPEN`: a session under the same id is closed first (NIP-77); the connection's
-//!   session bound, the filter (`records.rs`), the process's record budget, then the
-//!   first reconciliation step — `NEG-MSG` with the relay's answer, or `NEG-ERR`.
+//!   session bound, the filter's checks (`records.rs`), a charge on the reader's, its
+//!   community's and the process's shares (`shares.rs`) — refused here, before any row
+//!   is read, when none is left —, the set read within that room, then the first
+//!   reconciliation step — `NEG-MSG` with the relay's answer, or `NEG-ERR`.
 //! - `NEG-MSG`: the session's next step; an id with no open session (never opened,
 //!   closed, timed out, or ended by an earlier `NEG-ERR`) is `NEG-ERR` too.
 //! - `NEG-CLOSE`: the session is dropped; no answer.
@@ -12,7 +14,9 @@
 
 use crate::message::{self, Refusal, Request};
 use crate::records;
-use crate::sessions::{Engine, Full, Lookup, Sessions};
+use crate::records::Read;
+use crate::sessions::{Ended, Engine, Lifetimes, Lookup, Sessions};
+use crate::shares::{Bounds, Limit, Reader, Shares};
 use crate::{Config, NAME};
 use buzz_core::ctx::ConnCtx;
 use buzz_core::error::Reason;
@@ -21,7 +25,7 @@ use buzz_core::query::QueryService;
 use buzz_nostr::filter::Filter;
 use futures_util::future::BoxFuture;
 use negentropy::Negentropy;
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -33,19 +37,32 @@ pub struct Reconciler {
     config: Config,
     services: Services,
     sessions: Arc<Sessions>,
+    shares: Arc<Shares>,
 }
 
 impl Reconciler {
     pub(crate) fn new(config: Config, services: Services) -> Self {
         let sessions = Arc::new(Sessions::new(
             config.max_sessions_per_connection,
-            config.max_records_in_memory,
-            Duration::from_secs(config.idle_timeout_secs),
+            Lifetimes {
+                idle: Duration::from_secs(config.idle_timeout_secs),
+                whole: Duration::from_secs(config.max_session_secs),
+            },
+        ));
+        let shares = Arc::new(Shares::new(
+            Bounds {
+                max_records: config.max_records_in_memory,
+                per_reader_records: config.max_records_per_pubkey,
+                per_reader_sessions: config.max_sessions_per_pubkey,
+                reserved_per_community: config.records_reserved_per_community,
+            },
+            services.communities.iter().map(|c| c.id).collect(),
         ));
         Reconciler {
             config,
             services,
             sessions,
+            shares,
         }
     }
 
@@ -64,26 +81,32 @@ impl Reconciler {
         first: Vec<u8>,
     ) -> Result<Vec<u8>, Reason> {
         self.sessions.close(connection, sub);
-        match self.sessions.has_room(connection, Instant::now()) {
-            Ok(()) => {}
-            Err(Full::Connection(max)) => {
-                return Err(Reason::Blocked(format!(
-                    "at most {max} sync sessions may be open on one connection \
-                     (max_sessions_per_connection); send NEG-CLOSE for one first"
-                )))
-            }
-            Err(Full::Process) => return Err(busy()),
+        if let Err(max) = self.sessions.has_room(connection, Instant::now()) {
+            return Err(Reason::Blocked(format!(
+                "at most {max} sync sessions may be open on one connection \
+                 (max_sessions_per_connection); send NEG-CLOSE for one first"
+            )));
         }
-        let set = records::read(
-            &self.services,
-            queries,
-            ctx,
-            filter,
-            self.config.max_sync_records,
-        )
-        .await?;
-        let budget = self.sessions.reserve(set.records).map_err(|_| busy())?;
-        let records = set.records;
+        let checked = records::check(&self.services, queries, ctx, filter).await?;
+        let max = self.config.max_sync_records;
+        let want = checked.most(max);
+        let mut charge = self
+            .shares
+            .take(ctx.community_id(), reader(ctx, connection), want)
+            .map_err(no_room)?;
+        let set = match records::read(&self.services, checked, charge.records()).await? {
+            Read::Set(set) => set,
+            Read::Over => {
+                return Err(match charge.capped_by {
+                    Some(limit) => no_room(limit),
+                    None => Reason::Blocked(format!(
+                        "this filter matches more than {max} events, the most one sync may \
+                         cover (max_sync_records); narrow it with since/until or by channel"
+                    )),
+                })
+            }
+        };
+        charge.shrink(set.records);
         let frame = self.config.frame_size_limit as u64;
         let (engine, answer) = blocking(move || {
             let mut engine: Engine = Negentropy::owned(set.storage, frame)
@@ -92,25 +115,26 @@ impl Reconciler {
             Ok((engine, answer))
         })
         .await?;
-        self.sessions.open(
-            connection,
-            sub.to_owned(),
-            engine,
-            records,
-            budget,
-            Instant::now(),
-        );
+        self.sessions
+            .open(connection, sub.to_owned(), engine, charge, Instant::now());
         Ok(answer)
     }
 
     async fn step(&self, connection: u64, sub: &str, message: Vec<u8>) -> Result<Vec<u8>, Reason> {
         let mut session = match self.sessions.take(connection, sub, Instant::now()) {
             Lookup::Found(session) => session,
-            Lookup::TimedOut => {
+            Lookup::TimedOut(Ended::Idle) => {
                 return Err(Reason::Closed(format!(
                     "sync session {sub:?} was closed after {} s without a message \
                      (idle_timeout_secs); send NEG-OPEN again",
                     self.config.idle_timeout_secs
+                )))
+            }
+            Lookup::TimedOut(Ended::Lifetime) => {
+                return Err(Reason::Closed(format!(
+                    "sync session {sub:?} was closed after {} s open, the most one session \
+                     may last (max_session_secs); send NEG-OPEN again",
+                    self.config.max_session_secs
                 )))
             }
             Lookup::Unknown => {
@@ -153,12 +177,39 @@ fn reconcile(engine: &mut Engine, message: &[u8]) -> Result<Vec<u8>, Reason> {
         .map_err(|e| Reason::invalid(format!("negentropy message refused: {e}")))
 }
 
-fn busy() -> Reason {
-    Reason::Unavailable(
-        "the relay holds as many sync records as it may right now (max_records_in_memory); \
-         retry later"
-            .into(),
-    )
+/// Whose share an open of `ctx` is charged to: its pubkey, else its address, else its
+/// connection.
+fn reader(ctx: &ConnCtx, connection: u64) -> Reader {
+    match (&ctx.pubkey, ctx.ip) {
+        (Some(pubkey), _) => Reader::Pubkey(pubkey.clone()),
+        (None, Some(ip)) => Reader::Address(ip),
+        (None, None) => Reader::Connection(connection),
+    }
+}
+
+/// The refusal for a share with no room: the reader's own bounds are `blocked:`, other
+/// readers' use a retryable `error:`.
+fn no_room(limit: Limit) -> Reason {
+    match limit {
+        Limit::ReaderSessions(max) => Reason::Blocked(format!(
+            "at most {max} sync sessions may be open for one reader over all its \
+             connections (max_sessions_per_pubkey); send NEG-CLOSE for one first"
+        )),
+        Limit::ReaderRecords(held, share) => Reason::Blocked(format!(
+            "your open sync sessions hold {held} of the {share} records one reader may \
+             hold (max_records_per_pubkey); send NEG-CLOSE for one, or narrow the filter"
+        )),
+        Limit::Reserved => Reason::Unavailable(
+            "what the relay may hold of sync records now is kept for other communities \
+             (records_reserved_per_community); retry later"
+                .into(),
+        ),
+        Limit::Process => Reason::Unavailable(
+            "the relay holds as many sync records as it may right now \
+             (max_records_in_memory); retry later"
+                .into(),
+        ),
+    }
 }
 
 async fn blocking<R: Send + 'static>(
@@ -228,6 +279,11 @@ impl Plugin for Reconciler {
         }])
     }
 
+    /// Every bound of the section, so clients can size their filters and sessions.
+    fn extend_nip11(&self, doc: &mut Map<String, Value>) {
+        doc.insert(NAME.into(), self.config.nip11());
+    }
+
     fn connection_closed(&self, connection: u64) {
         self.sessions.connection_closed(connection);
     }
@@ -236,7 +292,9 @@ impl Plugin for Reconciler {
     /// stay silent.
     fn background(self: Arc<Self>) -> Vec<BoxFuture<'static, ()>> {
         let sessions = self.sessions.clone();
-        let every = SWEEP_EVERY.min(Duration::from_secs(self.config.idle_timeout_secs));
+        let every = SWEEP_EVERY
+            .min(Duration::from_secs(self.config.idle_timeout_secs))
+            .min(Duration::from_secs(self.config.max_session_secs));
         vec![Box::pin(async move {
             let mut tick = tokio::time::interval(every);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

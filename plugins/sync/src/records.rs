@@ -7,15 +7,17 @@
 //! exclusions (deleted, moderator-removed, expired at this moment), by
 //! `store::query_stamps` — indexes and row headers only, no event is loaded. One read
 //! transaction (PostgreSQL `REPEATABLE READ`, one SQLite read transaction) reads at most
-//! `max_sync_records + 1` rows, so a set over the bound is refused having cost no more
-//! than the bound. A channel the reader cannot read is outside the scope: it reconciles
+//! one row more than the room its session was given (`max_sync_records` or what is left
+//! of its shares, `shares.rs`), so a set over the bound is refused having cost no more
+//! than the bound. The checks and the scope come first ([`check`]), the read after the
+//! room is taken ([`read`]). A channel the reader cannot read is outside the scope: it reconciles
 //! exactly like an empty one.
 
 use buzz_core::ctx::ConnCtx;
 use buzz_core::error::Reason;
 use buzz_core::plugin::Services;
 use buzz_core::query::QueryService;
-use buzz_core::store::query_stamps;
+use buzz_core::store::{query_stamps, Scope};
 use buzz_nostr::filter::Filter;
 use negentropy::{Id, NegentropyStorageVector};
 
@@ -25,15 +27,36 @@ pub(crate) struct RecordSet {
     pub(crate) records: usize,
 }
 
-/// Read the record set of `filter` for `ctx`, or refuse it (`blocked:` past
-/// `max_records`, every refusal a REQ of the filter would get).
-pub(crate) async fn read(
+/// A filter that passed a REQ's checks, with the reader's scope: nothing read yet.
+pub(crate) struct Checked {
+    filter: Filter,
+    scope: Scope,
+}
+
+impl Checked {
+    /// The most records this filter's set can hold: its `limit`, else `max_records`.
+    pub(crate) fn most(&self, max_records: usize) -> usize {
+        self.filter
+            .limit
+            .map_or(max_records, |l| usize::try_from(l).unwrap_or(usize::MAX))
+            .min(max_records)
+    }
+}
+
+/// What a read found.
+pub(crate) enum Read {
+    Set(RecordSet),
+    /// More records than the room it was given (one row past it was read).
+    Over,
+}
+
+/// Every refusal a REQ of `filter` would get for `ctx`, then the reader's scope.
+pub(crate) async fn check(
     services: &Services,
     queries: &QueryService,
     ctx: &ConnCtx,
     filter: Filter,
-    max_records: usize,
-) -> Result<RecordSet, Reason> {
+) -> Result<Checked, Reason> {
     let mut checked = queries.check_plain(ctx, vec![filter], "NEG-OPEN").await?;
     let filter = checked
         .pop()
@@ -42,12 +65,21 @@ pub(crate) async fn read(
         .access
         .scope_for(ctx, filter.channels().map(<[String]>::to_vec))
         .await?;
+    Ok(Checked { filter, scope })
+}
+
+/// Read the record set of a checked filter, at most `room` records (one row more is read
+/// to tell a larger set: [`Read::Over`]).
+pub(crate) async fn read(
+    services: &Services,
+    checked: Checked,
+    room: usize,
+) -> Result<Read, Reason> {
+    let Checked { filter, scope } = checked;
     let now = services.clock.now_secs();
-    // The filter's own `limit` keeps its NIP-01 meaning (the newest that many); the bound
+    // The filter's own `limit` keeps its NIP-01 meaning (the newest that many); the room
     // is probed with one row more.
-    let probe = u64::try_from(max_records)
-        .unwrap_or(u64::MAX)
-        .saturating_add(1);
+    let probe = u64::try_from(room).unwrap_or(u64::MAX).saturating_add(1);
     let limit = filter.limit.map_or(probe, |l| l.min(probe));
     let stamps = services
         .store
@@ -55,15 +87,13 @@ pub(crate) async fn read(
             conn.repeatable_read(|conn| query_stamps(conn, &scope, &filter, limit, now))
         })
         .await?;
-    if stamps.len() > max_records {
-        return Err(Reason::Blocked(format!(
-            "this filter matches more than {max_records} events, the most one sync may \
-             cover (max_sync_records); narrow it with since/until or by channel"
-        )));
+    if stamps.len() > room {
+        return Ok(Read::Over);
     }
     tokio::task::spawn_blocking(move || seal(stamps))
         .await
         .map_err(|e| Reason::Internal(anyhow::anyhow!("sealing a record set: {e}")))?
+        .map(Read::Set)
 }
 
 /// The stamps as a sorted negentropy storage.

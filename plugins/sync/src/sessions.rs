@@ -2,22 +2,23 @@
 //!
 //! Bounds: a connection holds at most `max_sessions_per_connection` sessions; a session
 //! holds at most `max_sync_records` records (checked before it exists, `records.rs`);
-//! all sessions of the process hold at most `max_records_in_memory` records together —
-//! each session keeps a permit for its records from one semaphore, released when it is
+//! every session keeps a [`Charge`] on the process's record budget — its reader's,
+//! its community's and the process's shares, `shares.rs` — given back when it is
 //! dropped, so memory is bounded however many connections sync at once. A session
-//! unused for `idle_timeout_secs` is dropped (by the sweeper, or when its connection
-//! next speaks) and leaves a small marker, so its next `NEG-MSG` hears why; markers are
-//! bounded like sessions. A connection's sessions go when it closes.
+//! unused for `idle_timeout_secs`, or open for `max_session_secs` however busy, is
+//! dropped (by the sweeper, or when its connection next speaks) and leaves a small
+//! marker, so its next `NEG-MSG` hears why; markers are bounded like sessions. A
+//! connection's sessions go when it closes.
 //!
 //! A connection's messages are answered one at a time (core runs them on the
 //! connection's task), so a session is taken out while its message is reconciled and
 //! put back after: the lock is never held across the work.
 
+use crate::shares::Charge;
 use negentropy::{Negentropy, NegentropyStorageVector};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// Bytes one record takes in a session: a 64-bit timestamp and a 32-byte id.
 pub const RECORD_BYTES: usize = 40;
@@ -29,9 +30,10 @@ pub(crate) type Engine = Negentropy<'static, NegentropyStorageVector>;
 pub(crate) struct Session {
     pub(crate) engine: Engine,
     pub(crate) records: usize,
+    opened: Instant,
     last_used: Instant,
-    /// This session's share of the process's record budget.
-    _budget: OwnedSemaphorePermit,
+    /// This session's hold on the process's record budget.
+    _charge: Charge,
 }
 
 impl Session {
@@ -43,10 +45,19 @@ impl Session {
     }
 }
 
+/// Why the relay dropped a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ended {
+    /// Unused for `idle_timeout_secs`.
+    Idle,
+    /// Open for `max_session_secs`.
+    Lifetime,
+}
+
 enum Slot {
     Open(Box<Session>),
-    /// Dropped for idleness at this moment: a later `NEG-MSG` is told so.
-    TimedOut(Instant),
+    /// Dropped by the relay at this moment: a later `NEG-MSG` is told why.
+    TimedOut(Instant, Ended),
     /// Taken out while its message is answered.
     Busy,
 }
@@ -54,32 +65,31 @@ enum Slot {
 /// What became of a session a `NEG-MSG` names.
 pub(crate) enum Lookup {
     Found(Box<Session>),
-    TimedOut,
+    TimedOut(Ended),
     Unknown,
 }
 
-/// Why a session could not be opened.
-pub(crate) enum Full {
-    /// The connection has `max_sessions_per_connection` open.
-    Connection(usize),
-    /// The process's record budget has no room now.
-    Process,
+/// How long sessions may live.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Lifetimes {
+    /// Without a message (`idle_timeout_secs`).
+    pub(crate) idle: Duration,
+    /// At all (`max_session_secs`).
+    pub(crate) whole: Duration,
 }
 
 pub(crate) struct Sessions {
     by_connection: Mutex<HashMap<u64, HashMap<String, Slot>>>,
-    budget: Arc<Semaphore>,
     max_per_connection: usize,
-    idle: Duration,
+    lifetimes: Lifetimes,
 }
 
 impl Sessions {
-    pub(crate) fn new(max_per_connection: usize, max_records: usize, idle: Duration) -> Self {
+    pub(crate) fn new(max_per_connection: usize, lifetimes: Lifetimes) -> Self {
         Sessions {
             by_connection: Mutex::new(HashMap::new()),
-            budget: Arc::new(Semaphore::new(max_records)),
             max_per_connection,
-            idle,
+            lifetimes,
         }
     }
 
@@ -105,21 +115,21 @@ impl Sessions {
     }
 
     /// May `connection` open one more session? Counts open and busy sessions, after
-    /// expiring its idle ones.
-    pub(crate) fn has_room(&self, connection: u64, now: Instant) -> Result<(), Full> {
+    /// expiring its idle and old ones; `Err` carries `max_sessions_per_connection`.
+    pub(crate) fn has_room(&self, connection: u64, now: Instant) -> Result<(), usize> {
         let mut dropped = Vec::new();
         let result = {
             let mut all = self.lock();
             let Some(slots) = all.get_mut(&connection) else {
                 return Ok(());
             };
-            expire(slots, now, self.idle, &mut dropped);
+            expire(slots, now, self.lifetimes, &mut dropped);
             let open = slots
                 .values()
-                .filter(|s| !matches!(s, Slot::TimedOut(_)))
+                .filter(|s| !matches!(s, Slot::TimedOut(..)))
                 .count();
             if open >= self.max_per_connection {
-                Err(Full::Connection(self.max_per_connection))
+                Err(self.max_per_connection)
             } else {
                 Ok(())
             }
@@ -128,30 +138,21 @@ impl Sessions {
         result
     }
 
-    /// Reserve room for `records` records in the process's budget, or refuse at once.
-    pub(crate) fn reserve(&self, records: usize) -> Result<OwnedSemaphorePermit, Full> {
-        let n = u32::try_from(records).map_err(|_| Full::Process)?;
-        self.budget
-            .clone()
-            .try_acquire_many_owned(n)
-            .map_err(|_| Full::Process)
-    }
-
     /// Register a new session under `sub`.
     pub(crate) fn open(
         &self,
         connection: u64,
         sub: String,
         engine: Engine,
-        records: usize,
-        budget: OwnedSemaphorePermit,
+        charge: Charge,
         now: Instant,
     ) {
         let session = Session {
             engine,
-            records,
+            records: charge.records(),
+            opened: now,
             last_used: now,
-            _budget: budget,
+            _charge: charge,
         };
         let replaced = self
             .lock()
@@ -169,16 +170,17 @@ impl Sessions {
             let Some(slots) = all.get_mut(&connection) else {
                 return Lookup::Unknown;
             };
-            expire(slots, now, self.idle, &mut dropped);
+            expire(slots, now, self.lifetimes, &mut dropped);
             match slots.get_mut(sub) {
                 Some(slot @ Slot::Open(_)) => match std::mem::replace(slot, Slot::Busy) {
                     Slot::Open(session) => Lookup::Found(session),
                     _ => Lookup::Unknown,
                 },
-                Some(Slot::TimedOut(_)) => {
+                Some(Slot::TimedOut(_, why)) => {
                     // Told once; the id is free again.
+                    let why = *why;
                     slots.remove(sub);
-                    Lookup::TimedOut
+                    Lookup::TimedOut(why)
                 }
                 Some(Slot::Busy) | None => Lookup::Unknown,
             }
@@ -212,14 +214,14 @@ impl Sessions {
         drop(removed);
     }
 
-    /// Drop every session idle past the timeout, on every connection (the sweeper), and
-    /// forget old markers. Returns how many sessions were dropped.
+    /// Drop every session idle past the timeout or open past its lifetime, on every
+    /// connection (the sweeper), and forget old markers. Returns how many were dropped.
     pub(crate) fn sweep(&self, now: Instant) -> usize {
         let mut dropped = Vec::new();
         {
             let mut all = self.lock();
             for slots in all.values_mut() {
-                expire(slots, now, self.idle, &mut dropped);
+                expire(slots, now, self.lifetimes, &mut dropped);
             }
             all.retain(|_, slots| !slots.is_empty());
         }
@@ -240,50 +242,55 @@ impl Sessions {
                     records += s.records;
                 }
                 Slot::Busy => sessions += 1,
-                Slot::TimedOut(_) => {}
+                Slot::TimedOut(..) => {}
             }
         }
         (sessions, records)
     }
+}
 
-    /// Records the process's budget has room for now.
-    #[cfg(test)]
-    pub(crate) fn budget_left(&self) -> usize {
-        self.budget.available_permits()
+/// Why `session` must go at `now`, if it must.
+fn ended(session: &Session, now: Instant, lifetimes: Lifetimes) -> Option<Ended> {
+    if now.saturating_duration_since(session.opened) >= lifetimes.whole {
+        Some(Ended::Lifetime)
+    } else if now.saturating_duration_since(session.last_used) >= lifetimes.idle {
+        Some(Ended::Idle)
+    } else {
+        None
     }
 }
 
-/// Turn `slots`' idle sessions into markers (their sessions into `dropped`, freed by the
-/// caller outside the lock); forget markers after [`MARKER_TTL`], and keep at most
+/// Turn `slots`' idle and old sessions into markers (their sessions into `dropped`, freed
+/// by the caller outside the lock); forget markers after [`MARKER_TTL`], and keep at most
 /// [`MAX_MARKERS`].
 fn expire(
     slots: &mut HashMap<String, Slot>,
     now: Instant,
-    idle: Duration,
+    lifetimes: Lifetimes,
     dropped: &mut Vec<Session>,
 ) {
     for slot in slots.values_mut() {
         if let Slot::Open(session) = slot {
-            if now.saturating_duration_since(session.last_used) >= idle {
-                if let Slot::Open(session) = std::mem::replace(slot, Slot::TimedOut(now)) {
+            if let Some(why) = ended(session, now, lifetimes) {
+                if let Slot::Open(session) = std::mem::replace(slot, Slot::TimedOut(now, why)) {
                     dropped.push(*session);
                 }
             }
         }
     }
     slots.retain(|_, slot| match slot {
-        Slot::TimedOut(at) => now.saturating_duration_since(*at) < MARKER_TTL,
+        Slot::TimedOut(at, _) => now.saturating_duration_since(*at) < MARKER_TTL,
         _ => true,
     });
     let markers = slots
         .values()
-        .filter(|s| matches!(s, Slot::TimedOut(_)))
+        .filter(|s| matches!(s, Slot::TimedOut(..)))
         .count();
     if markers > MAX_MARKERS {
         let mut oldest: Vec<(Instant, String)> = slots
             .iter()
             .filter_map(|(sub, s)| match s {
-                Slot::TimedOut(at) => Some((*at, sub.clone())),
+                Slot::TimedOut(at, _) => Some((*at, sub.clone())),
                 _ => None,
             })
             .collect();
@@ -303,6 +310,8 @@ const MARKER_TTL: Duration = Duration::from_secs(600);
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::shares::{Bounds, Reader, Shares};
+    use std::sync::Arc;
 
     fn engine(records: u64) -> Engine {
         let mut storage = NegentropyStorageVector::with_capacity(records as usize);
@@ -317,70 +326,94 @@ mod tests {
         Negentropy::owned(storage, 0).expect("engine")
     }
 
-    fn open(sessions: &Sessions, conn: u64, sub: &str, records: usize, at: Instant) -> bool {
+    fn lifetimes(idle: u64, whole: u64) -> Lifetimes {
+        Lifetimes {
+            idle: Duration::from_secs(idle),
+            whole: Duration::from_secs(whole),
+        }
+    }
+
+    /// A process budget of `max` records, one community, no per-reader bound to speak of.
+    fn budget(max: usize) -> Arc<Shares> {
+        Arc::new(Shares::new(
+            Bounds {
+                max_records: max,
+                per_reader_records: max,
+                per_reader_sessions: 1_000,
+                reserved_per_community: 0,
+            },
+            vec![1],
+        ))
+    }
+
+    /// Open `sub` on `conn` with a set of `records` (the whole set or nothing, as the
+    /// plugin does), each connection its own reader.
+    fn open(
+        sessions: &Sessions,
+        shares: &Arc<Shares>,
+        conn: u64,
+        sub: &str,
+        records: usize,
+        at: Instant,
+    ) -> bool {
         if sessions.has_room(conn, at).is_err() {
             return false;
         }
-        match sessions.reserve(records) {
-            Ok(permit) => {
-                sessions.open(
-                    conn,
-                    sub.into(),
-                    engine(records as u64),
-                    records,
-                    permit,
-                    at,
-                );
+        match shares.take(1, Reader::Connection(conn), records) {
+            Ok(charge) if charge.records() == records => {
+                sessions.open(conn, sub.into(), engine(records as u64), charge, at);
                 true
             }
-            Err(_) => false,
+            _ => false,
         }
     }
 
     #[test]
     fn a_connection_holds_at_most_its_sessions() {
-        let sessions = Sessions::new(2, 1_000, Duration::from_secs(60));
+        let sessions = Sessions::new(2, lifetimes(60, 600));
+        let shares = budget(1_000);
         let t = Instant::now();
-        assert!(open(&sessions, 1, "a", 10, t));
-        assert!(open(&sessions, 1, "b", 10, t));
-        assert!(!open(&sessions, 1, "c", 10, t), "a third session");
+        assert!(open(&sessions, &shares, 1, "a", 10, t));
+        assert!(open(&sessions, &shares, 1, "b", 10, t));
+        assert!(!open(&sessions, &shares, 1, "c", 10, t), "a third session");
         // Another connection has its own room.
-        assert!(open(&sessions, 2, "a", 10, t));
+        assert!(open(&sessions, &shares, 2, "a", 10, t));
         // A taken (busy) session still counts.
         let Lookup::Found(s) = sessions.take(1, "a", t) else {
             panic!("open session")
         };
-        assert!(!open(&sessions, 1, "c", 10, t));
+        assert!(!open(&sessions, &shares, 1, "c", 10, t));
         sessions.put_back(1, "a", s, t);
         sessions.close(1, "a");
-        assert!(open(&sessions, 1, "c", 10, t), "room after a close");
+        assert!(
+            open(&sessions, &shares, 1, "c", 10, t),
+            "room after a close"
+        );
     }
 
     #[test]
     fn the_process_budget_bounds_records_held_and_frees_on_drop() {
-        let sessions = Sessions::new(8, 100, Duration::from_secs(60));
+        let sessions = Sessions::new(8, lifetimes(60, 600));
+        let shares = budget(100);
         let t = Instant::now();
-        assert!(open(&sessions, 1, "a", 60, t));
-        assert!(!open(&sessions, 2, "a", 41, t), "over the budget");
-        assert!(open(&sessions, 2, "a", 40, t));
-        assert_eq!(sessions.budget_left(), 0);
+        assert!(open(&sessions, &shares, 1, "a", 60, t));
+        assert!(!open(&sessions, &shares, 2, "a", 41, t), "over the budget");
+        assert!(open(&sessions, &shares, 2, "a", 40, t));
+        assert_eq!(shares.held(), 100);
         assert_eq!(sessions.totals(), (2, 100));
         sessions.connection_closed(1);
-        assert_eq!(
-            sessions.budget_left(),
-            60,
-            "a closed connection frees its records"
-        );
+        assert_eq!(shares.held(), 40, "a closed connection frees its records");
         sessions.close(2, "a");
-        assert_eq!(sessions.budget_left(), 100);
+        assert_eq!(shares.held(), 0);
         assert_eq!(sessions.totals(), (0, 0));
     }
 
     #[test]
     fn a_session_holds_forty_bytes_per_record() {
-        let sessions = Sessions::new(1, 10_000, Duration::from_secs(60));
+        let sessions = Sessions::new(1, lifetimes(60, 600));
+        let shares = budget(10_000);
         let t = Instant::now();
-        assert!(open(&sessions, 1, "a", 10_000, t));
+        assert!(open(&sessions, &shares, 1, "a", 10_000, t));
         let Lookup::Found(s) = sessions.take(1, "a", t) else {
             panic!("open")
         };
@@ -391,9 +424,10 @@ mod tests {
     #[test]
     fn idle_sessions_are_dropped_and_say_so_once() {
         let idle = Duration::from_secs(5);
-        let sessions = Sessions::new(1, 1_000, idle);
+        let sessions = Sessions::new(1, lifetimes(5, 600));
+        let shares = budget(1_000);
         let t = Instant::now();
-        assert!(open(&sessions, 1, "a", 10, t));
+        assert!(open(&sessions, &shares, 1, "a", 10, t));
         assert!(matches!(sessions.take(1, "b", t), Lookup::Unknown));
         // Used just before the timeout: still open, and its clock restarts.
         let Lookup::Found(s) = sessions.take(1, "a", t + idle / 2) else {
@@ -402,25 +436,52 @@ mod tests {
         sessions.put_back(1, "a", s, t + idle / 2);
         assert_eq!(sessions.sweep(t + idle), 0);
         assert_eq!(sessions.sweep(t + idle / 2 + idle), 1);
-        assert_eq!(sessions.budget_left(), 1_000, "its records are freed");
+        assert_eq!(shares.held(), 0, "its records are freed");
         // The connection has room again at once.
         assert!(sessions.has_room(1, t + idle * 2).is_ok());
         let later = t + idle / 2 + idle + Duration::from_secs(1);
-        assert!(matches!(sessions.take(1, "a", later), Lookup::TimedOut));
+        assert!(matches!(
+            sessions.take(1, "a", later),
+            Lookup::TimedOut(Ended::Idle)
+        ));
         assert!(matches!(sessions.take(1, "a", later), Lookup::Unknown));
     }
 
     #[test]
-    fn a_session_returned_after_its_connection_closed_is_dropped() {
-        let sessions = Sessions::new(1, 100, Duration::from_secs(60));
+    fn a_session_ends_at_its_lifetime_however_busy() {
+        let sessions = Sessions::new(1, lifetimes(5, 12));
+        let shares = budget(1_000);
         let t = Instant::now();
-        assert!(open(&sessions, 1, "a", 50, t));
+        assert!(open(&sessions, &shares, 1, "a", 10, t));
+        // Renewed every four seconds: never idle, yet gone at twelve.
+        for step in 1..=2 {
+            let at = t + Duration::from_secs(4 * step);
+            let Lookup::Found(s) = sessions.take(1, "a", at) else {
+                panic!("open at {step}")
+            };
+            sessions.put_back(1, "a", s, at);
+        }
+        assert_eq!(sessions.sweep(t + Duration::from_secs(11)), 0);
+        assert_eq!(sessions.sweep(t + Duration::from_secs(12)), 1);
+        assert_eq!(shares.held(), 0, "its records are freed");
+        assert!(matches!(
+            sessions.take(1, "a", t + Duration::from_secs(12)),
+            Lookup::TimedOut(Ended::Lifetime)
+        ));
+    }
+
+    #[test]
+    fn a_session_returned_after_its_connection_closed_is_dropped() {
+        let sessions = Sessions::new(1, lifetimes(60, 600));
+        let shares = budget(100);
+        let t = Instant::now();
+        assert!(open(&sessions, &shares, 1, "a", 10, t));
         let Lookup::Found(s) = sessions.take(1, "a", t) else {
             panic!("open")
         };
         sessions.connection_closed(1);
         sessions.put_back(1, "a", s, t);
         assert_eq!(sessions.totals(), (0, 0));
-        assert_eq!(sessions.budget_left(), 100);
+        assert_eq!(shares.held(), 0);
     }
 }

@@ -149,7 +149,8 @@ async fn the_process_budget_bounds_records_and_a_closed_connection_frees_them(
         "15 of 20 records"
     );
 
-    let mut second = authed(&relay, &alice).await;
+    // Another reader: alice's own share would bind first (`tests/shares.rs`).
+    let mut second = authed(&relay, &Keys::generate()).await;
     let busy = ask(&mut second, "s", open("s")).await.expect_err("no room");
     assert!(
         busy.starts_with("error: ") && busy.contains("max_records_in_memory"),

@@ -13,6 +13,8 @@
 //! database that holds it ([`unfinished`]), and a rerun resumes only when nothing but
 //! the marker was committed, else refuses.
 
+use super::copy_error;
+pub use super::copy_error::CopyError;
 use super::tables::{self, CORE_TABLES};
 use super::{ident, Progress};
 use crate::error::Reason;
@@ -265,9 +267,9 @@ pub struct CopyPlan<'a> {
 }
 
 /// Copy the source database into the destination (see the module docs). Blocking.
-pub fn copy(plan: &CopyPlan<'_>, progress: &dyn Progress) -> Result<CopyReport, Reason> {
+pub fn copy(plan: &CopyPlan<'_>, progress: &dyn Progress) -> Result<CopyReport, CopyError> {
     if plan.source_url == plan.destination_url {
-        return Err(Reason::invalid("the destination is the source database"));
+        return Err(CopyError::refused("the destination is the source database"));
     }
     let walk: Vec<(&str, &str)> = CORE_TABLES
         .iter()
@@ -281,7 +283,7 @@ pub fn copy(plan: &CopyPlan<'_>, progress: &dyn Progress) -> Result<CopyReport, 
         .collect();
     let connect = |url: &str, what: &str| {
         Pool::connect(url, 1, StatementBounds::NONE)
-            .map_err(|e| internal(format!("opening the {what} database: {e}")))
+            .map_err(|e| CopyError::refused(format!("the {what} database does not open: {e}")))
     };
     let source_pool = connect(plan.source_url, "source")?;
 
@@ -291,13 +293,13 @@ pub fn copy(plan: &CopyPlan<'_>, progress: &dyn Progress) -> Result<CopyReport, 
         .status()
         .map_err(|e| internal(format!("source migrations: {e}")))?;
     if !status.pending.is_empty() {
-        return Err(internal(format!(
+        return Err(CopyError::refused(format!(
             "the source has {} pending migration(s): run `buzz-relay migrate` on it first",
             status.pending.len()
         )));
     }
     if let Some(unknown) = status.applied.iter().find(|m| m.owner == "unknown") {
-        return Err(internal(format!(
+        return Err(CopyError::refused(format!(
             "the source has migration {} that no part of this binary owns (a plugin this \
              build lacks): its tables would be left behind",
             unknown.version
@@ -307,13 +309,13 @@ pub fn copy(plan: &CopyPlan<'_>, progress: &dyn Progress) -> Result<CopyReport, 
         .take()
         .map_err(|e| internal(format!("source: {e}")))?;
     if let Some(marker) = on(&mut source, unfinished)? {
-        return Err(internal(format!(
+        return Err(CopyError::refused(format!(
             "the source holds an unfinished copy (from {marker}): it is not a complete database"
         )));
     }
     let undeclared = on(&mut source, |c| tables::undeclared(c, &declared))?;
     if !undeclared.is_empty() {
-        return Err(internal(format!(
+        return Err(CopyError::refused(format!(
             "the source holds tables no built part declares ({}): a copy would leave them \
              behind (a plugin's manifest must list every table its migrations create in TABLES)",
             undeclared.join(", ")
@@ -335,15 +337,17 @@ pub fn copy(plan: &CopyPlan<'_>, progress: &dyn Progress) -> Result<CopyReport, 
     for (_, table) in &walk {
         let rows = on(&mut destination, |c| tables::row_count(c, table))?;
         if rows > 0 {
-            return Err(match &earlier {
-                Some(_) => internal(format!(
-                    "the destination holds a copy that did not finish ({table} has {rows} rows): \
-                     drop that database, create it empty and copy again"
-                )),
-                None => internal(format!(
-                    "the destination is not empty ({table} has {rows} rows): copy only into an empty database"
-                )),
-            });
+            let holds = copy_error::rows(rows);
+            return Err(CopyError::refused(match &earlier {
+                Some(_) => format!(
+                    "the destination holds a copy that did not finish (table {table} holds \
+                     {holds}): drop that database, create it empty and copy again"
+                ),
+                None => format!(
+                    "the destination is not empty: table {table} holds {holds}; copy only \
+                     into an empty database (create a new one, or drop and recreate this one)"
+                ),
+            }));
         }
     }
     if earlier.is_none() {
@@ -452,7 +456,8 @@ pub fn copy(plan: &CopyPlan<'_>, progress: &dyn Progress) -> Result<CopyReport, 
                 } else {
                     ""
                 }
-            )));
+            ))
+            .into());
         }
     }
 

@@ -7,6 +7,7 @@
 
 pub mod backup;
 pub mod copy;
+mod copy_error;
 pub mod export;
 pub mod tables;
 

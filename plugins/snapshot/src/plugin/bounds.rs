@@ -79,12 +79,14 @@ pub(super) fn refused(refusal: Refusal, limits: &Limits) -> Reason {
             limits.max_captures
         ),
         Refusal::Community => format!(
-            "this community holds its share of {} snapshot captures; retry later",
-            limits.captures_per_community
+            "the free snapshot captures are kept for other communities \
+             (captures_reserved_per_community = {}); retry later",
+            limits.captures_reserved_per_community
         ),
         Refusal::CommunityBytes => format!(
-            "this community's share of snapshot storage ({} bytes) is full; retry later",
-            limits.charged_bytes_per_community
+            "the free snapshot storage is kept for other communities \
+             (charged_bytes_reserved_per_community = {}); retry later",
+            limits.charged_bytes_reserved_per_community
         ),
         Refusal::Reader => format!(
             "you hold {} captures in this community already; let one expire",

@@ -42,17 +42,13 @@ pub struct Snapshot {
     pub(crate) artifact_limits: buzz_artifacts::Limits,
     /// Snapshot operations running in this process.
     pub(crate) operations: Arc<Semaphore>,
+    /// The shared limits on this relay's communities.
+    pub(crate) quota: Quota,
 }
 
 impl Snapshot {
     fn quota(&self) -> Quota {
-        Quota {
-            max_captures: self.limits.max_captures,
-            per_community: self.limits.captures_per_community,
-            per_reader: self.limits.captures_per_reader,
-            max_charged_bytes: self.limits.max_charged_bytes,
-            community_bytes: self.limits.charged_bytes_per_community,
-        }
+        self.quota.clone()
     }
 
     fn now_ms(&self) -> i64 {

@@ -111,7 +111,7 @@ impl CaptureStore for DbCaptures {
                     .filter(snapshot_captures::until_ms.gt(now_ms))
                     .select((snapshot_captures::community_id, snapshot_captures::reader))
                     .load(c))?;
-                if let Err(refusal) = slot_for(&lease, &active, quota) {
+                if let Err(refusal) = slot_for(&lease, &active, &quota) {
                     return Ok(Err(refusal));
                 }
                 with_conn!(conn, |c| diesel::insert_into(snapshot_captures::table)
@@ -159,14 +159,11 @@ impl CaptureStore for DbCaptures {
                     .filter(snapshot_captures::until_ms.gt(now_ms))
                     .select((snapshot_captures::community_id, snapshot_captures::bytes))
                     .load(c))?;
-                let as_u64 = |b: i64| u64::try_from(b).unwrap_or(0);
-                let relay_used: u64 = charged.iter().map(|(_, b)| as_u64(*b)).sum();
-                let community_used: u64 = charged
-                    .iter()
-                    .filter(|(c, _)| *c == h.community)
-                    .map(|(_, b)| as_u64(*b))
-                    .sum();
-                if let Err(refusal) = bytes_for(h.bytes, community_used, relay_used, quota) {
+                let charged: Vec<(i64, u64)> = charged
+                    .into_iter()
+                    .map(|(c, b)| (c, u64::try_from(b).unwrap_or(0)))
+                    .collect();
+                if let Err(refusal) = bytes_for(h.community, h.bytes, &charged, &quota) {
                     drop_capture(conn, &h.id)?;
                     return Ok(Err(refusal));
                 }

@@ -63,33 +63,45 @@ local function sweep(now, step)
   end
   return swept
 end
+-- What the communities other than `community` keep unused of their `reserve`.
+local function kept(community, reserve, held, communities)
+  local sum = 0
+  for _, c in ipairs(communities) do
+    if c ~= community then
+      local left = reserve - (held[c] or 0)
+      if left > 0 then sum = sum + left end
+    end
+  end
+  return sum
+end
 "#;
 
-/// ARGV: id, community, reader, until, now, max captures, per reader, sweep step, per
-/// community. The reader's bound is named first, then its community's, then the relay's.
+/// ARGV: id, community, reader, until, now, max captures, per reader, sweep step,
+/// reserved captures, the relay's communities (JSON). The reader's bound is named first,
+/// then the relay's, then the other communities' reserves (`slot_for`).
 const RESERVE: &str = r#"
 local now = tonumber(ARGV[5])
 sweep(now, tonumber(ARGV[8]))
 local community, reader = tonumber(ARGV[2]), ARGV[3]
-local active, ours, mine = 0, 0, 0
+local max = tonumber(ARGV[6])
+local active, mine = 0, 0
+local held = {}
 for _, t in ipairs({q.c, q.l}) do
   for _, x in pairs(t) do
     if x[3] > now then
       active = active + 1
-      if x[1] == community then
-        ours = ours + 1
-        if x[2] == reader then mine = mine + 1 end
-      end
+      held[x[1]] = (held[x[1]] or 0) + 1
+      if x[1] == community and x[2] == reader then mine = mine + 1 end
     end
   end
 end
 local answer = 'ok'
 if mine >= tonumber(ARGV[7]) then
   answer = 'reader'
-elseif ours >= tonumber(ARGV[9]) then
-  answer = 'community'
-elseif active >= tonumber(ARGV[6]) then
+elseif active >= max then
   answer = 'capacity'
+elseif active + 1 + kept(community, tonumber(ARGV[9]), held, cjson.decode(ARGV[10])) > max then
+  answer = 'community'
 else
   q.l[ARGV[1]] = {community, reader, tonumber(ARGV[4])}
 end
@@ -97,8 +109,8 @@ save()
 return answer
 "#;
 
-/// ARGV: id, now, expires, bytes, pages, max bytes, community, reader, community
-/// bytes, then field/value pairs.
+/// ARGV: id, now, expires, bytes, pages, max bytes, community, reader, reserved
+/// bytes, the relay's communities (JSON), then field/value pairs (`bytes_for`).
 const REGISTER: &str = r#"
 local id, now = ARGV[1], tonumber(ARGV[2])
 local lease = q.l[id]
@@ -108,25 +120,27 @@ if not lease or lease[3] <= now then
   return 'lapsed'
 end
 local community, bytes = tonumber(ARGV[7]), tonumber(ARGV[4])
-local used, ours = 0, 0
+local max = tonumber(ARGV[6])
+local used = 0
+local held = {}
 for _, c in pairs(q.c) do
   if c[3] > now then
     used = used + c[4]
-    if c[1] == community then ours = ours + c[4] end
+    held[c[1]] = (held[c[1]] or 0) + c[4]
   end
 end
 local refusal = nil
-if ours + bytes > tonumber(ARGV[9]) then
-  refusal = 'community_bytes'
-elseif used + bytes > tonumber(ARGV[6]) then
+if used + bytes > max then
   refusal = 'bytes'
+elseif used + bytes + kept(community, tonumber(ARGV[9]), held, cjson.decode(ARGV[10])) > max then
+  refusal = 'community_bytes'
 end
 if refusal then
   q.l[id] = nil
   save()
   return refusal
 end
-for i = 10, #ARGV, 1000 do
+for i = 11, #ARGV, 1000 do
   redis.call('HSET', key, unpack(ARGV, i, math.min(i + 999, #ARGV)))
 end
 q.l[id] = nil
@@ -211,6 +225,11 @@ impl RedisCaptures {
     }
 }
 
+/// The relay's communities as the scripts read them (a JSON array).
+fn communities(quota: &Quota) -> Result<String, Reason> {
+    serde_json::to_string(&*quota.communities).map_err(|e| Reason::Internal(e.into()))
+}
+
 fn refusal(answer: &str) -> Result<Result<(), Refusal>, Reason> {
     Ok(match answer {
         "ok" => Ok(()),
@@ -245,7 +264,8 @@ impl CaptureStore for RedisCaptures {
             .arg(quota.max_captures)
             .arg(quota.per_reader)
             .arg(SWEEP_STEP)
-            .arg(quota.per_community);
+            .arg(quota.reserved_captures)
+            .arg(communities(&quota)?);
         let answer: String = self.run("reserving a snapshot capture", &cmd).await?;
         refusal(&answer)
     }
@@ -266,7 +286,8 @@ impl CaptureStore for RedisCaptures {
             .arg(quota.max_charged_bytes)
             .arg(h.community)
             .arg(&h.reader)
-            .arg(quota.community_bytes);
+            .arg(quota.reserved_bytes)
+            .arg(communities(&quota)?);
         for (name, value) in &manifest.records {
             cmd.arg(format!("{}|{name}", h.id)).arg(value);
         }
