@@ -232,6 +232,7 @@ impl QueryService {
         for (index, filters) in claimed {
             match self.plugins[index].answer_claimed(ctx, filters).await? {
                 QueryAnswer::Events(events) => result.events.extend(events),
+                QueryAnswer::Stored(keys) => result.stored.extend(ctx.community_id(), keys),
                 QueryAnswer::Object(obj) => {
                     if result.object.is_some()
                         || !result.events.is_empty()

@@ -72,7 +72,7 @@ pub use crate::live::LiveCondition;
 use crate::query::QueryService;
 use crate::store::threads::Placed;
 pub use crate::store::GroupRows;
-use crate::store::{insert_event, Conn, GroupWrites, InsertOutcome, Store};
+use crate::store::{insert_event, Conn, EventKey, GroupWrites, InsertOutcome, Store};
 use crate::stored::StoredEvent;
 use buzz_nostr::event::Event;
 use buzz_nostr::filter::Filter;
@@ -184,6 +184,12 @@ impl<'t, 'c> Tx<'t, 'c> {
 pub enum QueryAnswer {
     /// Events, in the order the plugin wants them on the wire.
     Events(Vec<Event>),
+    /// Stored events of the caller's community by key, in the order the plugin wants
+    /// them on the wire: core reads their bodies a page at a time within the answer's
+    /// byte bounds, as it reads its own matches (after them), and skips one deleted
+    /// meanwhile. What a plugin answering many or large events returns, so no answer is
+    /// ever held whole.
+    Stored(Vec<EventKey>),
     /// A JSON object (`POST /query` only: actions that answer a document, not events). On WebSocket it is
     /// refused with `CLOSED invalid:` naming the HTTP bridge.
     Object(Value),

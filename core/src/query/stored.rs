@@ -62,6 +62,17 @@ impl StoredAnswer {
         Self::new(store, community_id, keys)
     }
 
+    /// Add a plugin's keys after these ([`crate::plugin::QueryAnswer::Stored`]), in its
+    /// order. One answer is one community's, so the keys are `community_id`'s (the
+    /// caller's, which core's own matches are too).
+    pub(crate) fn extend(&mut self, community_id: i64, keys: Vec<EventKey>) {
+        if keys.is_empty() {
+            return;
+        }
+        self.community_id = community_id;
+        self.keys.extend(keys);
+    }
+
     /// Read the first page on `conn`, the connection the keys were just read on, if
     /// `first` finds room for it (see [`FirstPage`]); `None` leaves every page to
     /// [`Self::next_wire_page`].

@@ -9,6 +9,14 @@
 //!    a rare word (in 20 messages), a common word (in every second message), both.
 //! 4. Ingest over WebSocket with search off vs on (fresh storage each, alternating runs,
 //!    medians compared): authenticated publishers posting kind-9 messages into one channel.
+//!
+//! `--attack` instead measures issue 39's memory attack (`attack.rs`): large messages,
+//! many-filter search REQs, the relay's resident memory while each is answered.
+//! `--leak` measures issue 45's timing question (`leak.rs`): a word frequent in a scope
+//! the reader cannot read against an absent word, p50 ratio.
+
+mod attack;
+mod leak;
 
 use anyhow::Context;
 use buzz_core::config::PluginSection;
@@ -51,6 +59,18 @@ struct Args {
     /// Concurrent publisher connections in the ingest runs.
     #[arg(long, default_value_t = 4)]
     publishers: usize,
+    /// Run the memory attack of issue 39 instead (`attack.rs`).
+    #[arg(long)]
+    attack: bool,
+    /// Messages of 250 KB the attack posts.
+    #[arg(long, default_value_t = 300)]
+    attack_messages: usize,
+    /// Run the timing comparison of issue 45 instead (`leak.rs`).
+    #[arg(long)]
+    leak: bool,
+    /// Private occurrences of the word the leak comparison searches for.
+    #[arg(long, default_value_t = 5_000)]
+    leak_occurrences: usize,
 }
 
 const RARE: &str = "zanzibar";
@@ -168,6 +188,12 @@ async fn main() -> anyhow::Result<()> {
     let storage = BenchStorage::new(args.database_url.as_deref()).await?;
     let backend = storage.backend;
     let settings = storage.settings.clone();
+    if args.attack {
+        return attack::run(&storage, backend, args.attack_messages).await;
+    }
+    if args.leak {
+        return leak::run(&storage, backend, args.leak_occurrences, args.samples).await;
+    }
 
     // 1. Seed without the plugin.
     let relay = start(&settings, false).await?;

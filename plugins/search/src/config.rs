@@ -22,6 +22,20 @@ pub struct Config {
     /// Stored events (of any kind, by storage order) the backfill looks at per write
     /// transaction.
     pub backfill_batch: usize,
+    /// Most distinct search filters one REQ, COUNT or `POST /query` may hold (identical
+    /// ones count once); more is `invalid:`. Each is its own index walk.
+    pub max_search_filters: usize,
+    /// Text (bytes of content and tags) one query reads to rank its candidates: the
+    /// newest candidates of all its filters are ranked until this much, older ones are
+    /// not read. Bounds the time and memory one query takes over large messages.
+    pub max_ranked_bytes: usize,
+    /// Bytes of candidate text all searches being ranked in this relay process may hold
+    /// together: each page of bodies reserves its bytes before it is read, waiting for
+    /// room at most a few seconds, then `error:` (busy).
+    pub rank_memory_bytes: usize,
+    /// Matches one search COUNT examines per filter; a COUNT with more is `invalid:`
+    /// (narrow it) rather than an unbounded walk or a smaller number.
+    pub max_count_rows: usize,
 }
 
 impl Default for Config {
@@ -32,6 +46,10 @@ impl Default for Config {
             max_terms: 8,
             max_candidates: 1_000,
             backfill_batch: 500,
+            max_search_filters: 4,
+            max_ranked_bytes: 8 * 1024 * 1024,
+            rank_memory_bytes: 64 * 1024 * 1024,
+            max_count_rows: 10_000,
         }
     }
 }
@@ -54,6 +72,18 @@ impl Config {
         if !(1..=10_000).contains(&self.backfill_batch) {
             anyhow::bail!("backfill_batch must be between 1 and 10000");
         }
+        if !(1..=64).contains(&self.max_search_filters) {
+            anyhow::bail!("max_search_filters must be between 1 and 64");
+        }
+        if !(1_024..=1 << 30).contains(&self.max_ranked_bytes) {
+            anyhow::bail!("max_ranked_bytes must be between 1024 and 1073741824");
+        }
+        if !(1 << 20..=u32::MAX as usize).contains(&self.rank_memory_bytes) {
+            anyhow::bail!("rank_memory_bytes must be between 1048576 and 4294967295");
+        }
+        if !(1..=1_000_000).contains(&self.max_count_rows) {
+            anyhow::bail!("max_count_rows must be between 1 and 1000000");
+        }
         Ok(())
     }
 
@@ -64,6 +94,9 @@ impl Config {
             "max_search_bytes": self.max_search_bytes,
             "max_terms": self.max_terms,
             "max_candidates": self.max_candidates,
+            "max_search_filters": self.max_search_filters,
+            "max_ranked_bytes": self.max_ranked_bytes,
+            "max_count_rows": self.max_count_rows,
             "syntax": ["words", "\"phrase\"", "prefix*"],
         })
     }

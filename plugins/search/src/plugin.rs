@@ -4,8 +4,10 @@
 use crate::config::Config;
 use crate::grouped::NewDocuments;
 use crate::index;
+use crate::memory::RankMemory;
 use crate::query::{Bounds, Search as SearchQuery};
-use crate::search::{self, Found, Job};
+use crate::rank::{self, Part};
+use crate::search::{self, Job};
 use crate::text::{document, ARTIFACT_KIND};
 use crate::{backfill, NAME, SEARCH_KEY};
 use buzz_core::ctx::ConnCtx;
@@ -16,7 +18,7 @@ use buzz_nostr::event::Event;
 use buzz_nostr::filter::Filter;
 use futures_util::future::BoxFuture;
 use serde_json::{Map, Value};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 /// A NIP-09 deletion.
@@ -28,12 +30,15 @@ pub struct Search {
     config: Config,
     kinds: HashSet<u32>,
     services: Services,
+    /// The process's budget for candidate text being ranked (`rank_memory_bytes`).
+    memory: RankMemory,
 }
 
 impl Search {
     pub fn new(config: Config, services: Services) -> Search {
         Search {
             kinds: config.kinds.iter().copied().collect(),
+            memory: RankMemory::new(config.rank_memory_bytes),
             config,
             services,
         }
@@ -71,9 +76,24 @@ impl Search {
     /// Every filter parsed, then core's rule for readers who have not authenticated,
     /// judged on the kinds actually searched (a search without `kinds` searches channel
     /// messages: `auth-required:` like a REQ for them).
+    /// Identical filters are one (they would find the same events); more distinct ones
+    /// than `max_search_filters` are `invalid:`, before anything is read.
     async fn jobs(&self, ctx: &ConnCtx, filters: &[Filter]) -> Result<Vec<Job>, Reason> {
-        let jobs = filters
-            .iter()
+        let mut distinct: Vec<&Filter> = Vec::new();
+        for filter in filters {
+            if !distinct.contains(&filter) {
+                distinct.push(filter);
+            }
+        }
+        let max = self.config.max_search_filters;
+        if distinct.len() > max {
+            return Err(Reason::invalid(format!(
+                "{} different search filters; at most {max} per query (max_search_filters)",
+                distinct.len()
+            )));
+        }
+        let jobs = distinct
+            .into_iter()
             .map(|f| self.job(f))
             .collect::<Result<Vec<_>, _>>()?;
         for job in &jobs {
@@ -141,16 +161,6 @@ impl Search {
     }
 }
 
-/// Order found events: rank, then newest, then id.
-pub(crate) fn rank(found: &mut [Found]) {
-    found.sort_by(|a, b| {
-        b.score
-            .total_cmp(&a.score)
-            .then_with(|| b.event.created_at.cmp(&a.event.created_at))
-            .then_with(|| a.event.id.cmp(&b.event.id))
-    });
-}
-
 #[async_trait::async_trait]
 impl Plugin for Search {
     fn name(&self) -> &'static str {
@@ -203,36 +213,32 @@ impl Plugin for Search {
         let now = self.services.clock.now_secs();
         let max_limit = self.services.settings.limits.max_limit;
         let candidates = self.config.max_candidates;
-        let found = self
+        // Keys and sizes first; bodies only to rank them (`rank.rs`) and, for the events
+        // sent, when core sends them.
+        let parts = self
             .services
             .store
             .read(move |mut conn| {
-                let mut all = Vec::new();
-                for job in &jobs {
+                let mut parts = Vec::with_capacity(jobs.len());
+                for job in jobs {
                     let limit = job.filter.limit.unwrap_or(max_limit).min(max_limit);
-                    let mut found = search::find(&mut conn, &scope, job, candidates, now)?;
-                    rank(&mut found);
-                    found.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
-                    all.extend(found);
+                    parts.push(Part {
+                        candidates: search::candidates(&mut conn, &scope, &job, candidates, now)?,
+                        search: job.search,
+                        limit: usize::try_from(limit).unwrap_or(usize::MAX),
+                    });
                 }
-                Ok(all)
+                Ok(parts)
             })
             .await?;
-        // Several filters: each event once, at its best rank.
-        let mut best: HashMap<String, Found> = HashMap::new();
-        for f in found {
-            match best.get(&f.event.id) {
-                Some(kept) if kept.score >= f.score => {}
-                _ => {
-                    best.insert(f.event.id.clone(), f);
-                }
-            }
-        }
-        let mut all: Vec<Found> = best.into_values().collect();
-        rank(&mut all);
-        Ok(QueryAnswer::Events(
-            all.into_iter().map(|f| f.event).collect(),
-        ))
+        let keys = rank::rank(
+            &self.services.store,
+            &self.memory,
+            parts,
+            self.config.max_ranked_bytes,
+        )
+        .await?;
+        Ok(QueryAnswer::Stored(keys))
     }
 
     async fn count_claimed(
@@ -243,10 +249,11 @@ impl Plugin for Search {
         let jobs = self.jobs(ctx, &filters).await?;
         let scope = self.scope(ctx, &jobs).await?;
         let now = self.services.clock.now_secs();
+        let cap = self.config.max_count_rows;
         let n = self
             .services
             .store
-            .read(move |mut conn| search::count(&mut conn, &scope, &jobs, now))
+            .read(move |mut conn| search::count(&mut conn, &scope, &jobs, now, cap))
             .await?;
         Ok(Some(n))
     }

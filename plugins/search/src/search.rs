@@ -5,12 +5,14 @@
 //! The statement walks the index newest first (FTS5 in rowid order; the GIN matches by
 //! `event_seq`) and joins each match to its `events` row, where the community, deletion,
 //! NIP-40 expiry, the reader's channels, kinds, ids, authors, time range and tags are
-//! checked; it stops after `max_candidates` rows that pass. Ranks ([`Search::score`])
-//! use only each document's own words, so nothing outside the reader's scope can move
-//! one; ties are broken by `created_at` (newest first) then `id`.
+//! checked; it stops after `max_candidates` rows that pass, and reads only their keys
+//! and sizes ([`Candidate`]). Ranking (`rank.rs`) then reads their bodies a page at a
+//! time ([`documents`]). Ranks ([`Search::score`]) use only each document's own words,
+//! so nothing outside the reader's scope can move one; ties are broken by `created_at`
+//! (newest first) then `id`.
 
 use crate::query::Search;
-use crate::sql::{Count, Param, Sql};
+use crate::sql::{Param, Sql};
 use crate::text::document;
 use buzz_core::error::Reason;
 use buzz_core::store::{ChannelScope, Conn, Scope};
@@ -28,41 +30,50 @@ pub(crate) struct Job {
     pub kinds: Vec<u32>,
 }
 
-/// An event found, with its rank.
-#[derive(Debug, Clone)]
-pub(crate) struct Found {
-    pub event: Event,
-    pub score: f64,
+/// A match before it is ranked: where it sorts and how big its text is (its body is
+/// read only to rank it, a page at a time: `rank.rs`).
+#[derive(Debug, Clone, QueryableByName)]
+pub(crate) struct Candidate {
+    #[diesel(sql_type = BigInt)]
+    pub seq: i64,
+    #[diesel(sql_type = BigInt)]
+    pub created_at: i64,
+    #[diesel(sql_type = Text)]
+    pub id: String,
+    /// Bytes of content plus tags.
+    #[diesel(sql_type = BigInt)]
+    pub size: i64,
 }
 
+/// The text of a candidate, to rank it.
 #[derive(QueryableByName)]
-struct Row {
-    #[diesel(sql_type = Text)]
-    id: String,
-    #[diesel(sql_type = Text)]
-    pubkey: String,
+struct Body {
     #[diesel(sql_type = BigInt)]
-    created_at: i64,
+    seq: i64,
     #[diesel(sql_type = Integer)]
     kind: i32,
     #[diesel(sql_type = Text)]
     tags: String,
     #[diesel(sql_type = Text)]
     content: String,
-    #[diesel(sql_type = Text)]
-    sig: String,
 }
 
-/// The matches of `job` within `scope` at `now`: at most `candidates` read, ranked.
-pub(crate) fn find(
+/// The matches of `job` within `scope` at `now` as keys: at most `candidates`, newest
+/// first. No body is read.
+pub(crate) fn candidates(
     conn: &mut Conn<'_>,
     scope: &Scope,
     job: &Job,
     candidates: usize,
     now: i64,
-) -> Result<Vec<Found>, Reason> {
+) -> Result<Vec<Candidate>, Reason> {
     let mut sql = Sql::new(conn);
-    sql.push("SELECT e.id, e.pubkey, e.created_at, e.kind, e.tags, e.content, e.sig ");
+    // Bytes, not characters: what the body takes in memory once read. Neither backend
+    // reads the text to tell (SQLite's `octet_length`, PostgreSQL's stored size).
+    sql.push(
+        "SELECT e.seq, e.created_at, e.id, \
+         CAST(octet_length(e.content) + octet_length(e.tags) AS BIGINT) AS size ",
+    );
     if !matches_within(&mut sql, scope, job, now) {
         return Ok(Vec::new());
     }
@@ -72,38 +83,46 @@ pub(crate) fn find(
         sql.push(" ORDER BY search_fts.rowid DESC LIMIT ");
     }
     sql.param(Param::Int(i64::try_from(candidates).unwrap_or(i64::MAX)));
-    let rows = sql.load::<Row>(conn)?;
-    let mut found = Vec::with_capacity(rows.len());
-    for row in rows {
+    sql.load::<Candidate>(conn)
+}
+
+/// The documents (`text::document`) of events `seqs`, in any order, as `(seq, tokens)`,
+/// handed one at a time to `each` so only one document's tokens exist at once.
+pub(crate) fn documents(
+    conn: &mut Conn<'_>,
+    seqs: &[i64],
+    mut each: impl FnMut(i64, &[String]),
+) -> Result<(), Reason> {
+    let mut sql = Sql::new(conn);
+    sql.push("SELECT seq, kind, tags, content FROM events WHERE ");
+    sql.in_list("seq", Param::Ints(seqs.to_vec()));
+    for row in sql.load::<Body>(conn)? {
         let tags: Vec<Vec<String>> = serde_json::from_str(&row.tags).map_err(|e| {
-            Reason::Internal(anyhow::anyhow!("stored tags of event {}: {e}", row.id))
+            Reason::Internal(anyhow::anyhow!("stored tags of event {}: {e}", row.seq))
         })?;
         let event = Event {
-            id: row.id,
-            pubkey: row.pubkey,
-            created_at: row.created_at,
+            id: String::new(),
+            pubkey: String::new(),
+            created_at: 0,
             kind: u32::try_from(row.kind).unwrap_or_default(),
             tags,
             content: row.content,
-            sig: row.sig,
+            sig: String::new(),
         };
-        let doc = document(&event);
-        // The index and the matcher agree; the matcher is the reference.
-        if !job.search.matches(&doc) {
-            continue;
-        }
-        let score = job.search.score(&doc);
-        found.push(Found { event, score });
+        each(row.seq, &document(&event));
     }
-    Ok(found)
+    Ok(())
 }
 
-/// How many distinct events any of `jobs` matches within `scope` at `now`.
+/// How many distinct events any of `jobs` matches within `scope` at `now`, each filter's
+/// matches examined up to `cap`: a filter with more is refused, never walked to its end
+/// nor answered with a smaller number.
 pub(crate) fn count(
     conn: &mut Conn<'_>,
     scope: &Scope,
     jobs: &[Job],
     now: i64,
+    cap: usize,
 ) -> Result<u64, Reason> {
     // Filters that cannot match are left out (writing one to a scratch statement says).
     let possible: Vec<&Job> = jobs
@@ -113,18 +132,38 @@ pub(crate) fn count(
     if possible.is_empty() {
         return Ok(0);
     }
+    let over = i64::try_from(cap).unwrap_or(i64::MAX).saturating_add(1);
     let mut sql = Sql::new(conn);
-    sql.push("SELECT COUNT(*) AS n FROM (");
+    sql.push("SELECT COUNT(DISTINCT seq) AS n, MAX(each_n) AS most FROM (");
     for (i, job) in possible.iter().enumerate() {
         if i > 0 {
-            sql.push(" UNION ");
+            sql.push(" UNION ALL ");
         }
-        sql.push("SELECT e.seq ");
+        // Each filter's walk stops one past the cap; how many it found rides along.
+        sql.push("SELECT seq, COUNT(*) OVER () AS each_n FROM (SELECT e.seq ");
         matches_within(&mut sql, scope, job, now);
+        sql.push(" LIMIT ").param(Param::Int(over));
+        sql.push(&format!(") AS m{i}"));
     }
     sql.push(") AS matched");
-    let rows = sql.load::<Count>(conn)?;
-    Ok(rows.first().map_or(0, |c| u64::try_from(c.n).unwrap_or(0)))
+    let rows = sql.load::<CappedCount>(conn)?;
+    let (n, most) = rows.first().map_or((0, None), |c| (c.n, c.most));
+    if most.unwrap_or(0) >= over {
+        return Err(Reason::invalid(format!(
+            "this search matches more than {cap} events; COUNT examines at most that many \
+             per filter (max_count_rows): narrow it (since, until, authors, #h)"
+        )));
+    }
+    Ok(u64::try_from(n).unwrap_or(0))
+}
+
+/// A count and the largest per-filter count under it.
+#[derive(QueryableByName)]
+struct CappedCount {
+    #[diesel(sql_type = BigInt)]
+    n: i64,
+    #[diesel(sql_type = diesel::sql_types::Nullable<BigInt>)]
+    most: Option<i64>,
 }
 
 /// Append `FROM … WHERE …` for the index matches of `job` within `scope` at `now`;
