@@ -277,10 +277,7 @@ impl QueryService {
             if standard.is_empty() {
                 let plugin = &self.plugins[*index];
                 if let Some(count) = plugin.count_claimed(ctx, filters.clone()).await? {
-                    return Ok(Count {
-                        count,
-                        approximate: false,
-                    });
+                    return Ok(count);
                 }
             }
         }

@@ -287,13 +287,14 @@ pub trait Plugin: Send + Sync + 'static {
     }
 
     /// NIP-45 `COUNT` of `filters`, every filter of one `COUNT`, all claimed by this
-    /// plugin: the number of distinct events they match within the caller's read scope.
-    /// `Ok(None)` (the default): core refuses the `COUNT` with `invalid:`.
+    /// plugin: the number of distinct events they match within the caller's read scope,
+    /// `approximate` when the plugin stopped counting at a bound of its own rather than
+    /// scan on. `Ok(None)` (the default): core refuses the `COUNT` with `invalid:`.
     async fn count_claimed(
         &self,
         _ctx: &ConnCtx,
         _filters: Vec<Filter>,
-    ) -> Result<Option<u64>, Reason> {
+    ) -> Result<Option<crate::store::Count>, Reason> {
         Ok(None)
     }
 

@@ -33,8 +33,8 @@ pub struct Config {
     /// together: each page of bodies reserves its bytes before it is read, waiting for
     /// room at most a few seconds, then `error:` (busy).
     pub rank_memory_bytes: usize,
-    /// Matches one search COUNT examines per filter; a COUNT with more is `invalid:`
-    /// (narrow it) rather than an unbounded walk or a smaller number.
+    /// Matches one search COUNT examines per filter; past them the COUNT is NIP-45
+    /// `approximate` (a lower bound) rather than the end of an unbounded walk.
     pub max_count_rows: usize,
 }
 

@@ -13,6 +13,7 @@ use crate::{backfill, NAME, SEARCH_KEY};
 use buzz_core::ctx::ConnCtx;
 use buzz_core::error::Reason;
 use buzz_core::plugin::{LiveCondition, Plugin, QueryAnswer, Services, Tx};
+use buzz_core::store::Count;
 use buzz_core::stored::StoredEvent;
 use buzz_nostr::event::Event;
 use buzz_nostr::filter::Filter;
@@ -245,7 +246,7 @@ impl Plugin for Search {
         &self,
         ctx: &ConnCtx,
         filters: Vec<Filter>,
-    ) -> Result<Option<u64>, Reason> {
+    ) -> Result<Option<Count>, Reason> {
         let jobs = self.jobs(ctx, &filters).await?;
         let scope = self.scope(ctx, &jobs).await?;
         let now = self.services.clock.now_secs();

@@ -15,7 +15,7 @@ use crate::query::Search;
 use crate::sql::{Param, Sql};
 use crate::text::document;
 use buzz_core::error::Reason;
-use buzz_core::store::{ChannelScope, Conn, Scope};
+use buzz_core::store::{ChannelScope, Conn, Count, Scope};
 use buzz_nostr::event::Event;
 use buzz_nostr::filter::Filter;
 use diesel::sql_types::{BigInt, Integer, Text};
@@ -123,14 +123,17 @@ pub(crate) fn count(
     jobs: &[Job],
     now: i64,
     cap: usize,
-) -> Result<u64, Reason> {
+) -> Result<Count, Reason> {
     // Filters that cannot match are left out (writing one to a scratch statement says).
     let possible: Vec<&Job> = jobs
         .iter()
         .filter(|job| matches_within(&mut Sql::new(conn), scope, job, now))
         .collect();
     if possible.is_empty() {
-        return Ok(0);
+        return Ok(Count {
+            count: 0,
+            approximate: false,
+        });
     }
     let over = i64::try_from(cap).unwrap_or(i64::MAX).saturating_add(1);
     let mut sql = Sql::new(conn);
@@ -148,13 +151,13 @@ pub(crate) fn count(
     sql.push(") AS matched");
     let rows = sql.load::<CappedCount>(conn)?;
     let (n, most) = rows.first().map_or((0, None), |c| (c.n, c.most));
-    if most.unwrap_or(0) >= over {
-        return Err(Reason::invalid(format!(
-            "this search matches more than {cap} events; COUNT examines at most that many \
-             per filter (max_count_rows): narrow it (since, until, authors, #h)"
-        )));
-    }
-    Ok(u64::try_from(n).unwrap_or(0))
+    // A filter that went past the cap stopped there: the distinct matches examined are a
+    // lower bound, answered as NIP-45's approximate count rather than a walk of every
+    // match (or an exact-looking smaller number).
+    Ok(Count {
+        count: u64::try_from(n).unwrap_or(0),
+        approximate: most.unwrap_or(0) >= over,
+    })
 }
 
 /// A count and the largest per-filter count under it.
