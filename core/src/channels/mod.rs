@@ -105,22 +105,26 @@ pub fn apply(
             }
             state::set_member(conn, cid, ch, &event.pubkey, "member", now)?;
             let mut produced = refresh(conn, ch, Changed::Members)?;
-            produced.extend(membership_record(
-                conn, wctx, relay_keys, ADD_MEMBER, ch, event,
-            )?);
+            if !wctx.imported {
+                produced.extend(membership_record(
+                    conn, wctx, relay_keys, ADD_MEMBER, ch, event,
+                )?);
+            }
             Ok(produced)
         }
         LEAVE => {
             roles::remove_member(conn, cid, ch, &event.pubkey)?;
             let mut produced = refresh(conn, ch, Changed::Members)?;
-            produced.extend(membership_record(
-                conn,
-                wctx,
-                relay_keys,
-                REMOVE_MEMBER,
-                ch,
-                event,
-            )?);
+            if !wctx.imported {
+                produced.extend(membership_record(
+                    conn,
+                    wctx,
+                    relay_keys,
+                    REMOVE_MEMBER,
+                    ch,
+                    event,
+                )?);
+            }
             Ok(produced)
         }
         DELETE_CHANNEL => {
@@ -160,7 +164,8 @@ pub const ALREADY_MEMBER: &str = "already a member of this channel";
 /// The relay's own 9000 after a join, or 9001 after a leave, naming the member: NIP-29
 /// clients read membership from the latest of these ("the relay will automatically
 /// issue a kind:9001 in response"). Stored in the request's transaction, scoped to the
-/// channel; delivered live after the commit like the group state.
+/// channel; delivered live after the commit like the group state. An import takes
+/// these records from its file instead (`WriteCtx::imported`).
 fn membership_record(
     conn: &mut Conn<'_>,
     wctx: &WriteCtx,
