@@ -16,6 +16,10 @@ local GUEST_MAY = { delete = true }
 -- Actions that post or change conversation content.
 local POSTING = { message = true, react = true, edit = true, delete = true }
 
+-- What an archived channel no longer takes: new content of any kind (its authors may
+-- still delete what they wrote).
+local ARCHIVED_REFUSES = { message = true, react = true, edit = true }
+
 -- Actions that manage a channel: channel owners and admins, and community owners.
 local MANAGING = {
   edit_channel = true, add_member = true, remove_member = true,
@@ -137,7 +141,7 @@ function can_write(req)
     if actor.channel_role == "guest" and not GUEST_MAY[action] then
       return buzz.deny("restricted", "guests are read-only")
     end
-    if action == "message" and channel.archived then
+    if ARCHIVED_REFUSES[action] and channel.archived then
       return buzz.deny("invalid", "channel is archived")
     end
     return buzz.allow()

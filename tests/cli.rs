@@ -235,6 +235,33 @@ fn a_config_naming_an_unbuilt_plugin_refuses_and_creates_nothing() {
     );
 }
 
+/// A moderation script put in the access slot would open every private channel: the
+/// relay refuses to start, says why, and creates nothing.
+#[test]
+fn a_moderation_script_in_the_access_slot_refuses_to_start() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let policies = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("policies");
+    std::fs::write(
+        dir.path().join("config.toml"),
+        format!(
+            "[policies]\naccess = \"{}\"\n",
+            policies.join("examples/announcements.lua").display()
+        ),
+    )
+    .expect("config");
+    let (ok, stderr) = refusal(dir.path(), &[]);
+    assert!(!ok, "{stderr}");
+    assert!(
+        stderr.contains("announcements.lua")
+            && stderr.contains("defines neither can_read nor can_write"),
+        "{stderr}"
+    );
+    assert!(
+        !dir.path().join("data").exists(),
+        "nothing is created on disk"
+    );
+}
+
 /// A policy path someone named must exist; relative paths resolve against the config
 /// file's directory; a refusal creates nothing.
 #[test]

@@ -184,7 +184,7 @@ impl Ingest {
         // Fail closed before committing: with a shared bus that is down (Redis stalled
         // or lost), a stored event would reach no other process's subscribers.
         self.services.bus.ready().await?;
-        let (outcome, relay_events) = self.store(ctx, stored.clone()).await?.await?;
+        let (outcome, relay_events) = self.store(ctx, stored.clone(), false).await?.await?;
         self.settle(ctx, &stored, outcome, relay_events).await
     }
 
@@ -297,7 +297,7 @@ impl Ingest {
             received_at: now,
         });
         self.services.bus.ready().await?;
-        let write = self.store(ctx, stored.clone()).await?;
+        let write = self.store(ctx, stored.clone(), true).await?;
         Ok(PendingImport::Queued { stored, write })
     }
 
@@ -356,13 +356,19 @@ impl Ingest {
     /// included), in-transaction hooks. Returns once it is queued (behind every write
     /// queued before it); the write's answer is the outcome and the relay-signed events
     /// the transaction produced (core's group state, then the plugins').
-    async fn store(&self, ctx: &ConnCtx, stored: Arc<StoredEvent>) -> Result<Stored, Reason> {
+    async fn store(
+        &self,
+        ctx: &ConnCtx,
+        stored: Arc<StoredEvent>,
+        imported: bool,
+    ) -> Result<Stored, Reason> {
         let plugins = self.plugins.clone();
         let relay_keys = self.services.relay_keys.clone();
         let wctx = WriteCtx {
             community_id: ctx.community_id(),
             pubkey: ctx.pubkey.clone(),
             now_micros: stored.received_at,
+            imported,
         };
         // Grouped with its neighbours on PostgreSQL only when neither core nor any
         // plugin reads or changes other events' rows for it (`Store::write_event`).

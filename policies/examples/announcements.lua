@@ -9,6 +9,12 @@ local function is_admin(actor)
   return actor.community_owner or actor.channel_role == "owner" or actor.channel_role == "admin"
 end
 
+-- moderate runs before access.lua: a private channel's name must not answer anyone
+-- access.lua would tell "unknown channel", so the rule is only for its members.
+local function may_know(req)
+  return not req.channel.private or req.actor.channel_role ~= nil or req.actor.community_owner
+end
+
 function moderate(req)
   local actor = req.actor
 
@@ -31,7 +37,7 @@ function moderate(req)
 
   -- The extra rule.
   if req.action == "message" and req.channel and req.channel.name == ANNOUNCEMENTS
-      and not is_admin(actor) then
+      and may_know(req) and not is_admin(actor) then
     return buzz.deny("restricted", "only admins post in #announcements")
   end
 

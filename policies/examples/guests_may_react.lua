@@ -1,20 +1,25 @@
 -- access.lua variant "guests may only react" (policies/examples/guests_may_react.lua).
--- Identical to the default policies/access.lua except GUEST_MAY: guests may react to
--- messages, but still not post or edit.
--- can_read(req) guards every read path; can_write(req) runs after moderation.lua's
--- moderate(req) allowed the write. Return buzz.allow() or buzz.deny(kind, message).
--- See policies/README.md for req fields and the buzz.* functions.
+-- The default policies/access.lua with one line changed, GUEST_MAY: guests may react to
+-- messages, but still not post or edit. Generated, not edited: after a change to
+-- access.lua, `BUZZ_REGENERATE_EXAMPLES=1 cargo test -p buzz-policy --test examples`
+-- rewrites everything below this header (the same test fails while it differs).
 
 -- One answer for "no such channel" and "not yours to see": an inaccessible channel must be
 -- indistinguishable from a nonexistent one.
 local UNKNOWN = "unknown channel"
 
--- What a guest may still do in a channel it can read. The default is read-only
--- ({ delete = true }); this variant lets guests react, and nothing more.
-local GUEST_MAY = { react = true, delete = true }
+-- New channels one pubkey may create per hour (community owners are exempt).
+local CHANNELS_PER_HOUR = 30
+
+-- What a guest (read-only role) may still do in a channel it can read.
+local GUEST_MAY = { react = true, delete = true } -- this variant's one change
 
 -- Actions that post or change conversation content.
 local POSTING = { message = true, react = true, edit = true, delete = true }
+
+-- What an archived channel no longer takes: new content of any kind (its authors may
+-- still delete what they wrote).
+local ARCHIVED_REFUSES = { message = true, react = true, edit = true }
 
 -- Actions that manage a channel: channel owners and admins, and community owners.
 local MANAGING = {
@@ -91,10 +96,16 @@ function can_write(req)
   end
 
   if action == "create_channel" then
-    if community_member(req) then
-      return buzz.allow()
+    if not community_member(req) then
+      return buzz.deny("restricted", "not a member of this community")
     end
-    return buzz.deny("restricted", "not a member of this community")
+    -- Channels are cheap to make and every member's sidebar lists them: bound how fast
+    -- one pubkey can make them (owners are exempt).
+    if not actor.community_owner
+      and not buzz.rate_limit("create_channel:" .. actor.pubkey, CHANNELS_PER_HOUR, 3600) then
+      return buzz.deny("rate-limited", "too many new channels; try again later")
+    end
+    return buzz.allow()
   end
 
   if action == "join" then
@@ -102,7 +113,12 @@ function can_write(req)
       return buzz.deny("restricted", UNKNOWN)
     end
     if channel.private then
-      return buzz.deny("restricted", "channel is private")
+      -- Only those who can already see it learn that it is private; to anyone else it
+      -- is as unknown as a channel that does not exist.
+      if can_see(req) then
+        return buzz.deny("restricted", "channel is private")
+      end
+      return buzz.deny("restricted", UNKNOWN)
     end
     if not community_member(req) then
       return buzz.deny("restricted", "not a member of this community")
@@ -126,7 +142,7 @@ function can_write(req)
     if actor.channel_role == "guest" and not GUEST_MAY[action] then
       return buzz.deny("restricted", "guests are read-only")
     end
-    if action == "message" and channel.archived then
+    if ARCHIVED_REFUSES[action] and channel.archived then
       return buzz.deny("invalid", "channel is archived")
     end
     return buzz.allow()

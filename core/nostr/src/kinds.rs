@@ -5,7 +5,9 @@ use crate::event::{Event, KindClass};
 /// Conversation messages: the kinds that get thread metadata.
 pub const CONVERSATION: [u32; 4] = [9, 40_002, 45_001, 45_003];
 /// Reaction, edit, diff: each targets one event (`e`) in the same channel.
-pub const TARGETING: [u32; 3] = [7, 40_003, 40_008];
+pub const TARGETING: [u32; 3] = [7, EDIT_MESSAGE, 40_008];
+/// An edit of a message: only the message's author may send one.
+pub const EDIT_MESSAGE: u32 = 40_003;
 
 pub const CREATE_CHANNEL: u32 = 9_007;
 pub const EDIT_CHANNEL: u32 = 9_002;

@@ -5,6 +5,8 @@
 //! - [`filter`]: NIP-01 filters, their parsing and plain matching;
 //! - [`keys`]: secp256k1 key pairs that sign events;
 //! - [`kinds`] and [`threads`]: NIP-29-shaped channel kinds and NIP-10 reply rules;
+//! - [`channel_tags`]: how channel events spell privacy and roles (ours and the other
+//!   spelling clients send);
 //! - [`nip42`], [`nip98`], [`url`]: the auth event checks and how their URLs compare;
 //! - [`host`]: host names as communities are keyed by them;
 //! - [`error`]: [`error::Refusal`], why a request was refused, and its NIP-01 prefix.
@@ -12,6 +14,7 @@
 //! The relay (`buzz-core`), its plugins and its tools build on this crate; it depends on
 //! none of them and on no runtime, database, server or script engine.
 
+pub mod channel_tags;
 pub mod error;
 pub mod event;
 pub mod filter;

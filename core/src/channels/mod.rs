@@ -6,6 +6,7 @@
 //! (which rolls it back).
 
 pub mod group_state;
+pub mod roles;
 pub mod unseen;
 pub mod validate;
 
@@ -13,7 +14,7 @@ use crate::error::Reason;
 use crate::plugin::WriteCtx;
 use crate::store::channel_state as state;
 use crate::store::threads as thread_rows;
-use crate::store::{apply_deletion, event_channel, soft_delete_event, Conn, GroupWrites};
+use crate::store::{apply_deletion, event_home, soft_delete_event, Conn, GroupWrites};
 use crate::stored::StoredEvent;
 use buzz_nostr::event::Event;
 use buzz_nostr::keys::Keys;
@@ -86,19 +87,15 @@ pub fn apply(
             refresh(conn, ch, Changed::Metadata)
         }
         ADD_MEMBER => {
-            let role = event
-                .tags
-                .iter()
-                .find(|t| t.first().map(String::as_str) == Some("p"))
-                .and_then(|t| t.get(2))
-                .filter(|r| !r.is_empty())
-                .map(String::as_str)
-                .unwrap_or("member");
-            state::set_member(conn, cid, ch, member.unwrap_or_default(), role, now)?;
-            refresh(conn, ch, Changed::Members)
+            let who = member.unwrap_or_default();
+            if roles::add_member(conn, cid, ch, who, event, now)? {
+                refresh(conn, ch, Changed::Members)
+            } else {
+                Ok(Vec::new())
+            }
         }
         REMOVE_MEMBER => {
-            state::remove_member(conn, cid, ch, member.unwrap_or_default())?;
+            roles::remove_member(conn, cid, ch, member.unwrap_or_default())?;
             refresh(conn, ch, Changed::Members)
         }
         JOIN => {
@@ -108,22 +105,26 @@ pub fn apply(
             }
             state::set_member(conn, cid, ch, &event.pubkey, "member", now)?;
             let mut produced = refresh(conn, ch, Changed::Members)?;
-            produced.extend(membership_record(
-                conn, wctx, relay_keys, ADD_MEMBER, ch, event,
-            )?);
+            if !wctx.imported {
+                produced.extend(membership_record(
+                    conn, wctx, relay_keys, ADD_MEMBER, ch, event,
+                )?);
+            }
             Ok(produced)
         }
         LEAVE => {
-            state::remove_member(conn, cid, ch, &event.pubkey)?;
+            roles::remove_member(conn, cid, ch, &event.pubkey)?;
             let mut produced = refresh(conn, ch, Changed::Members)?;
-            produced.extend(membership_record(
-                conn,
-                wctx,
-                relay_keys,
-                REMOVE_MEMBER,
-                ch,
-                event,
-            )?);
+            if !wctx.imported {
+                produced.extend(membership_record(
+                    conn,
+                    wctx,
+                    relay_keys,
+                    REMOVE_MEMBER,
+                    ch,
+                    event,
+                )?);
+            }
             Ok(produced)
         }
         DELETE_CHANNEL => {
@@ -138,7 +139,10 @@ pub fn apply(
         }
         k if TARGETING.contains(&k) => {
             let target = validate::target_id(event).unwrap_or_default();
-            require_in_channel(conn, cid, target, ch)?;
+            let author = require_in_channel(conn, cid, target, ch)?;
+            if k == EDIT_MESSAGE && author != event.pubkey {
+                return Err(Reason::Restricted(ONLY_THE_AUTHOR_EDITS.into()));
+            }
             Ok(Vec::new())
         }
         k if CONVERSATION.contains(&k) => {
@@ -160,7 +164,8 @@ pub const ALREADY_MEMBER: &str = "already a member of this channel";
 /// The relay's own 9000 after a join, or 9001 after a leave, naming the member: NIP-29
 /// clients read membership from the latest of these ("the relay will automatically
 /// issue a kind:9001 in response"). Stored in the request's transaction, scoped to the
-/// channel; delivered live after the commit like the group state.
+/// channel; delivered live after the commit like the group state. An import takes
+/// these records from its file instead (`WriteCtx::imported`).
 fn membership_record(
     conn: &mut Conn<'_>,
     wctx: &WriteCtx,
@@ -196,20 +201,26 @@ fn membership_record(
 }
 
 /// The target of a reaction, edit or removal must be a stored event of the same channel.
+/// Returns its author.
 fn require_in_channel(
     conn: &mut Conn<'_>,
     cid: i64,
     target: &str,
     channel: &str,
-) -> Result<(), Reason> {
-    match event_channel(conn, cid, target)? {
+) -> Result<String, Reason> {
+    match event_home(conn, cid, target)? {
         None => Err(Reason::invalid("target event not found")),
-        Some(ch) if ch.as_deref() != Some(channel) => Err(Reason::invalid(
+        Some((ch, _)) if ch.as_deref() != Some(channel) => Err(Reason::invalid(
             "target event belongs to a different channel",
         )),
-        Some(_) => Ok(()),
+        Some((_, author)) => Ok(author),
     }
 }
+
+/// What an edit of someone else's message is told. Only readers of the channel get this
+/// far (`unseen.rs` answers the others as if the target were missing), so it tells
+/// nothing they could not read.
+pub const ONLY_THE_AUTHOR_EDITS: &str = "only a message's author may edit it";
 
 /// Moderator removal: soft-delete `target` whoever wrote it.
 fn soft_delete(conn: &mut Conn<'_>, cid: i64, target: &str, now: i64) -> Result<(), Reason> {

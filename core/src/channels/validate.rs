@@ -1,6 +1,7 @@
 //! Structural checks of channel and community events, before any storage or policy.
 
 use crate::error::Reason;
+use buzz_nostr::channel_tags::{requested_privacy, requested_role};
 use buzz_nostr::event::Event;
 use buzz_nostr::kinds::*;
 
@@ -73,9 +74,10 @@ pub fn check(event: &Event) -> Result<(), Reason> {
                     return Err(Reason::invalid("ttl must be a positive number of seconds"));
                 }
             }
+            requested_privacy(event)?;
         }
         EDIT_CHANNEL => {
-            let has_change = ["name", "about", "archived", "private", "open"]
+            let has_change = ["name", "about", "archived", "private", "open", "visibility"]
                 .iter()
                 .any(|n| {
                     event
@@ -94,6 +96,7 @@ pub fn check(event: &Event) -> Result<(), Reason> {
             if event.tag_value("name").is_some_and(|n| n.trim().is_empty()) {
                 return Err(Reason::invalid("channel name must not be empty"));
             }
+            requested_privacy(event)?;
         }
         ADD_MEMBER
         | REMOVE_MEMBER
@@ -106,19 +109,13 @@ pub fn check(event: &Event) -> Result<(), Reason> {
                 .tags
                 .iter()
                 .find(|t| t.first().map(String::as_str) == Some("p"));
-            let Some(tag) = tag.filter(|t| t.get(1).is_some_and(|p| is_hex64(p))) else {
+            if !tag.is_some_and(|t| t.get(1).is_some_and(|p| is_hex64(p))) {
                 return Err(Reason::invalid(format!(
                     "kind {kind} needs a p tag with a hex pubkey"
                 )));
-            };
+            }
             if kind == ADD_MEMBER {
-                if let Some(role) = tag.get(2).filter(|r| !r.is_empty()) {
-                    if !ROLES.contains(&role.as_str()) {
-                        return Err(Reason::invalid(
-                            "role must be owner, admin, member or guest",
-                        ));
-                    }
-                }
+                requested_role(event)?;
             }
             if kind == TIMEOUT
                 && event
@@ -177,6 +174,9 @@ mod tests {
             ),
             ev(9002, &[&["h", CH], &["archived", "true"]]),
             ev(9000, &[&["h", CH], &["p", &pk, "admin"]]),
+            ev(9000, &[&["h", CH], &["p", &pk], &["role", "admin"]]),
+            ev(9007, &[&["h", CH], &["visibility", "private"]]),
+            ev(9002, &[&["h", CH], &["visibility", "public"]]),
             ev(9044, &[&["p", &pk], &["until", "5"]]),
             ev(9, &[&["h", CH]]),
         ];
@@ -198,6 +198,12 @@ mod tests {
             ev(9002, &[&["h", CH], &["archived", "yes"]]),
             ev(9000, &[&["h", CH], &["p", "xyz"]]),
             ev(9000, &[&["h", CH], &["p", &pk, "king"]]),
+            ev(
+                9000,
+                &[&["h", CH], &["p", &pk, "member"], &["role", "admin"]],
+            ),
+            ev(9007, &[&["h", CH], &["visibility", "secret"]]),
+            ev(9002, &[&["h", CH], &["private"], &["visibility", "public"]]),
             ev(9005, &[&["h", CH]]),
             ev(7, &[&["h", CH]]),
             ev(9044, &[&["p", &pk]]),

@@ -11,6 +11,11 @@
 //! committed. Every event
 //! is its own job in the group transaction, so a failing one rolls back alone: a line
 //! is stored whole or not at all.
+//!
+//! Relay-derived events are taken one way only, never both: relay-authored kinds
+//! (39000–39002, plugins' reserved kinds) are skipped and derived anew; the relay's
+//! 9000/9001 after a join or leave are ordinary kinds, imported from the file, and an
+//! imported join or leave derives none (`WriteCtx::imported`).
 
 use super::Progress;
 use crate::ctx::{ConnCtx, Transport};

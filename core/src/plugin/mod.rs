@@ -110,6 +110,10 @@ pub struct WriteCtx {
     pub pubkey: Option<String>,
     /// Relay time of the write, microseconds.
     pub now_micros: i64,
+    /// An owner's import (`buzz-relay import`): the relay's records that follow another
+    /// event (the 9000/9001 after a join or leave) come from the file, so they are not
+    /// derived again — the same change never gets two records.
+    pub imported: bool,
 }
 
 /// An event's storage transaction, as an in-transaction hook sees it.

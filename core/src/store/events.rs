@@ -436,6 +436,21 @@ pub fn event_channel(
         .optional())?)
 }
 
+/// The channel (`None`: community-wide) and author of a stored, undeleted event.
+pub fn event_home(
+    conn: &mut Conn<'_>,
+    community_id: i64,
+    id: &str,
+) -> Result<Option<(Option<String>, String)>, Reason> {
+    Ok(with_conn!(conn, |c| events::table
+        .filter(events::community_id.eq(community_id))
+        .filter(events::id.eq(id))
+        .filter(events::deleted_at.is_null())
+        .select((events::channel_id, events::pubkey))
+        .first(c)
+        .optional())?)
+}
+
 /// Was `id` ever stored in `community_id` (removed since or not)?
 pub fn event_known(conn: &mut Conn<'_>, community_id: i64, id: &str) -> Result<bool, Reason> {
     Ok(known_id(conn, community_id, id)?.is_some())

@@ -38,7 +38,7 @@ pub use diesel::pg::PgConnection;
 pub use diesel::sqlite::SqliteConnection;
 pub use diesel_migrations::EmbeddedMigrations;
 pub use events::{
-    all_community_wide, apply_deletion, event_channel, event_known, insert_event,
+    all_community_wide, apply_deletion, event_channel, event_home, event_known, insert_event,
     insert_independent, replace_relay_event, soft_delete_event, stored_ids, DeletedRow,
     InsertOutcome,
 };

@@ -107,6 +107,7 @@ impl PolicyEngine {
             has_rules: HasRules::default(),
         };
         set.has_rules = Rulebook::build(&set, limits, Arc::clone(&rate_limiter))?.has_rules();
+        decides_access(&set, set.has_rules)?;
         tracing::info!(%access, %moderation, "policy scripts loaded");
         Ok(PolicyEngine {
             id: NEXT_ENGINE_ID.fetch_add(1, Ordering::Relaxed),
@@ -240,7 +241,8 @@ impl PolicyEngine {
             has_rules: HasRules::default(),
         };
         let checked = Rulebook::build(&set, self.limits, Arc::clone(&self.rate_limiter))
-            .and_then(|rulebook| keeps_rules(&current, &set, rulebook.has_rules()));
+            .and_then(|rulebook| keeps_rules(&current, &set, rulebook.has_rules()))
+            .and_then(|has_rules| decides_access(&set, has_rules));
         match checked {
             Ok(has_rules) => set.has_rules = has_rules,
             Err(err) => {
@@ -428,7 +430,8 @@ fn watch_loop(weak: Weak<PolicyEngine>, poll: Duration, mut seen: (String, Strin
 /// A reload never takes away every entry point of a file that has some in force: a file
 /// caught half-written (truncated by an editor or `cp` that has not written yet, however long
 /// it stalls) looks exactly like that, and loading it would quietly allow everything the file
-/// decided. Starting without rules stays possible: an empty file loads at start.
+/// decided. An empty moderation file still loads at start; an access file never does
+/// ([`decides_access`]).
 fn keeps_rules(
     current: &ScriptSet,
     next: &ScriptSet,
@@ -447,6 +450,18 @@ fn keeps_rules(
         }),
         None => Ok(has_rules),
     }
+}
+
+/// The access slot decides who reads and writes in channels: a script there with neither
+/// `can_read` nor `can_write` (a moderation script put in the wrong slot, an empty file)
+/// would allow everything, private channels included. Fail closed: never load one.
+fn decides_access(set: &ScriptSet, has_rules: HasRules) -> Result<HasRules, PolicyError> {
+    if has_rules.access {
+        return Ok(has_rules);
+    }
+    Err(PolicyError::AccessWithoutRules {
+        script: set.access.label.clone(),
+    })
 }
 
 fn unix_now() -> u64 {

@@ -28,6 +28,11 @@ pub enum PolicyError {
     #[error("policy script {script} defines no entry point (expected at least one of can_read, can_write, moderate)")]
     NoEntryPoint { script: String },
 
+    /// An access script (the file that decides reads) with neither `can_read` nor
+    /// `can_write`: every private channel would be open to everyone, so it is refused.
+    #[error("policy script {script} is in the access slot but defines neither can_read nor can_write (a moderation script belongs in the moderation slot; to allow everything, say so: function can_read(req) return buzz.allow() end)")]
+    AccessWithoutRules { script: String },
+
     /// A reload whose file defines none of its entry points while the file in force does.
     #[error("policy reload refused: {script} no longer defines any entry point (a file caught half-written looks like this; restart the relay to run it without rules)")]
     ReloadDropsAllRules { script: String },

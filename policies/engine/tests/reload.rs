@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use buzz_policy::{DenyKind, PolicyError, Verdict};
-use common::{message_request, Scripts, ALLOW_ALL_MODERATION};
+use common::{message_request, Scripts, ALLOW_ALL_ACCESS, ALLOW_ALL_MODERATION};
 
 const SAYS_A: &str = "function can_write(req) return buzz.deny('restricted', 'rule A') end";
 const SAYS_B: &str = "function can_write(req) return buzz.deny('restricted', 'rule B') end";
@@ -177,14 +177,15 @@ fn a_file_caught_empty_for_many_polls_never_replaces_rules_in_force() {
     assert_eq!(says(&engine), "rule B");
 }
 
-/// Moderation works the same way; a file that never had rules may stay empty across reloads.
+/// Moderation works the same way; a moderation file that never had rules may stay empty
+/// across reloads (an access file never loads without rules: `tests/examples.rs`).
 #[test]
-fn emptying_moderation_is_refused_but_an_empty_access_file_reloads() {
+fn emptying_moderation_is_refused_but_an_empty_moderation_file_reloads() {
     let scripts = Scripts::new(
-        "",
+        ALLOW_ALL_ACCESS,
         "function moderate(req) return buzz.deny('blocked', 'moderated') end",
     );
-    let engine = scripts.load().expect("an empty access.lua loads at start");
+    let engine = scripts.load().expect("load");
     std::fs::write(&scripts.moderation, "").expect("empty moderation.lua");
     assert!(matches!(
         engine.reload(),
@@ -194,17 +195,18 @@ fn emptying_moderation_is_refused_but_an_empty_access_file_reloads() {
         engine.check_write(&message_request()).ok(),
         Some(Verdict::deny(DenyKind::Blocked, "moderated"))
     );
-    std::fs::write(
-        &scripts.moderation,
-        "function moderate(req) return buzz.allow() end",
-    )
-    .expect("rewrite moderation.lua");
+
+    let scripts = Scripts::new(ALLOW_ALL_ACCESS, "");
+    let engine = scripts
+        .load()
+        .expect("an empty moderation.lua loads at start");
+    scripts.write_access("function can_write(req) return buzz.deny('restricted', 'no') end");
     engine
         .reload()
-        .expect("moderation with rules, access still empty");
+        .expect("access with rules, moderation still empty");
     assert_eq!(engine.generation(), 2);
     assert_eq!(
         engine.check_write(&message_request()).ok(),
-        Some(Verdict::Allow)
+        Some(Verdict::deny(DenyKind::Restricted, "no"))
     );
 }

@@ -371,7 +371,12 @@ fn load_errors() {
 
 #[test]
 fn missing_entry_points_allow() {
-    let scripts = Scripts::new("-- nothing here\n", "-- nothing here either\n");
+    // An access file must define one of its entry points (`tests/examples.rs`); the one
+    // it leaves out allows, and so does a moderation file without `moderate`.
+    let scripts = Scripts::new(
+        "function can_write(req) return buzz.allow() end\n",
+        "-- nothing here\n",
+    );
     let engine = scripts.load().expect("load");
     assert_eq!(
         engine.check_write(&message_request()).ok(),
@@ -384,7 +389,7 @@ fn missing_entry_points_allow() {
 
     // Only moderate: it alone decides writes.
     let scripts = Scripts::new(
-        "",
+        "function can_read(req) return buzz.allow() end\n",
         "function moderate(req) return buzz.deny('blocked', 'nope') end",
     );
     let engine = scripts.load().expect("load");

@@ -7,6 +7,7 @@ use crate::store::prepared::{self, Val};
 use crate::store::schema::channels;
 use crate::store::Conn;
 use crate::with_conn;
+use buzz_nostr::channel_tags::requested_privacy;
 use diesel::prelude::*;
 use diesel::result::{DatabaseErrorKind, Error as DieselError};
 
@@ -80,10 +81,8 @@ pub fn create_channel(
     event: &buzz_nostr::event::Event,
 ) -> Result<(), Reason> {
     let ttl = event.tag_value("ttl").and_then(|t| t.parse::<i64>().ok());
-    let private = event
-        .tags
-        .iter()
-        .any(|t| t.first().map(String::as_str) == Some("private"));
+    // Checked before storage (`channels::validate`): a refusal cannot reach this point.
+    let private = requested_privacy(event)?.unwrap_or(false);
     let row = (
         channels::community_id.eq(community_id),
         channels::id.eq(id),
@@ -143,17 +142,7 @@ pub fn edit_channel(
             .set(channels::archived.eq(archived))
             .execute(c))?;
     }
-    // `["private"]` / `["open"]` flags; the later one wins.
-    let visibility = event
-        .tags
-        .iter()
-        .rev()
-        .find_map(|t| match t.first().map(String::as_str) {
-            Some("private") => Some(true),
-            Some("open") => Some(false),
-            _ => None,
-        });
-    if let Some(private) = visibility {
+    if let Some(private) = requested_privacy(event)? {
         with_conn!(conn, |c| diesel::update(target)
             .set(channels::private.eq(private))
             .execute(c))?;

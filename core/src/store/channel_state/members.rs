@@ -79,3 +79,18 @@ pub fn members(
         .order(channel_members::pubkey.asc())
         .load(c))?)
 }
+
+/// How many members of the channel hold `role`.
+pub fn count_role(
+    conn: &mut Conn<'_>,
+    community_id: i64,
+    channel_id: &str,
+    role: &str,
+) -> Result<i64, Reason> {
+    Ok(with_conn!(conn, |c| channel_members::table
+        .filter(channel_members::community_id.eq(community_id))
+        .filter(channel_members::channel_id.eq(channel_id))
+        .filter(channel_members::role.eq(role))
+        .count()
+        .get_result(c))?)
+}
