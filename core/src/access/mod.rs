@@ -35,7 +35,7 @@ use read::ChannelTable;
 use std::sync::Arc;
 
 pub(crate) use actions::classify;
-pub use anonymous::StoredCheck;
+pub use anonymous::{auth_first, Readable, StoredCheck};
 pub use authority::Authority;
 pub use policies::{reload_on_sighup, CommunityPolicies, CommunityScripts};
 
