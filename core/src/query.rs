@@ -111,6 +111,8 @@ impl QueryService {
         filters: Vec<Filter>,
     ) -> Result<Prepared, Reason> {
         check_bounds(&filters, &self.services.settings.limits)?;
+        // A banned member reads nothing (`access/standing.rs`), claimed filters included.
+        self.services.access.check_standing(ctx).await?;
         // Claims first, so a plugin's filter is judged by its own rules only.
         let mut claimed: Vec<(usize, Vec<Filter>)> = Vec::new();
         let mut live_claimed = Vec::new();

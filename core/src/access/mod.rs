@@ -17,6 +17,7 @@ mod changes;
 mod facts;
 mod policies;
 mod read;
+mod standing;
 
 use crate::clock::Clock;
 use crate::community::Community;
