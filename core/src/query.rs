@@ -16,7 +16,7 @@ mod stored;
 
 pub use stored::{FirstPage, StoredAnswer};
 
-use crate::access::StoredCheck;
+use crate::access::{auth_first, Readable, StoredCheck};
 use crate::config::LimitSettings;
 use crate::ctx::ConnCtx;
 use crate::error::Reason;
@@ -41,6 +41,11 @@ pub struct QueryResult {
     pub object: Option<serde_json::Value>,
     /// The filters core served, which stay live on a WebSocket subscription.
     pub live_filters: Vec<Filter>,
+    /// `Some` for a reader who has not authenticated when the filters could also match
+    /// channel data (`access/anonymous.rs`): the answer holds what it may read and ends
+    /// with this refusal — a WebSocket `CLOSED` instead of `EOSE` — and nothing of it
+    /// stays live.
+    pub needs_auth: Option<Reason>,
 }
 
 /// A query whose filters passed every check, split between core and claiming plugins.
@@ -50,8 +55,11 @@ pub struct Prepared {
     /// Claimed filters their plugin keeps live ([`Plugin::live_condition`]).
     live_claimed: Vec<(Filter, LiveCondition)>,
     /// Access checks that need stored rows (an anonymous ids lookup), run on the
-    /// connection that then reads, before anything is read: a refusal still reads nothing.
+    /// connection that then reads: one that is not whole makes the answer partial.
     stored_checks: Vec<StoredCheck>,
+    /// An anonymous reader's filter could also match channel data: the answer is the
+    /// community-wide part, ended by `auth-required:` ([`QueryResult::needs_auth`]).
+    partial: bool,
 }
 
 impl Prepared {
@@ -84,9 +92,9 @@ impl QueryService {
     }
 
     /// Every refusal a query can get before anything is read: shape and size bounds,
-    /// core's access rules, plugins' filter rules — except the part of an access check
-    /// that needs stored rows (an anonymous ids lookup), which runs in the same trip to
-    /// the store as the read, still before anything is read.
+    /// core's access rules, plugins' filter rules. Whether an anonymous reader's answer is
+    /// whole is decided here from the filters' shapes, and for an ids lookup in the same
+    /// trip to the store as the read ([`QueryResult::needs_auth`]).
     /// A refusal here is counted as a rejected query in the relay's metrics.
     pub async fn prepare(&self, ctx: &ConnCtx, filters: Vec<Filter>) -> Result<Prepared, Reason> {
         let started = std::time::Instant::now();
@@ -103,6 +111,8 @@ impl QueryService {
         filters: Vec<Filter>,
     ) -> Result<Prepared, Reason> {
         check_bounds(&filters, &self.services.settings.limits)?;
+        // A banned member reads nothing (`access/standing.rs`), claimed filters included.
+        self.services.access.check_standing(ctx).await?;
         // Claims first, so a plugin's filter is judged by its own rules only.
         let mut claimed: Vec<(usize, Vec<Filter>)> = Vec::new();
         let mut live_claimed = Vec::new();
@@ -128,8 +138,13 @@ impl QueryService {
             }
         }
         let mut stored_checks = Vec::new();
+        let mut partial = false;
         for filter in &standard {
-            stored_checks.extend(self.services.access.check_filter_shape(ctx, filter)?);
+            match self.services.access.readable(ctx, filter)? {
+                Readable::All => {}
+                Readable::Public => partial = true,
+                Readable::Decided(check) => stored_checks.push(check),
+            }
             for plugin in self.plugins.iter() {
                 if let Err(reason) = plugin.check_filter(ctx, filter) {
                     self.services
@@ -144,6 +159,7 @@ impl QueryService {
             claimed,
             live_claimed,
             stored_checks,
+            partial,
         })
     }
 
@@ -190,6 +206,7 @@ impl QueryService {
             standard,
             claimed,
             stored_checks,
+            mut partial,
             ..
         } = prepared;
         let limits = &self.services.settings.limits;
@@ -205,11 +222,12 @@ impl QueryService {
                 .map(|f| (f.clone(), row_limit(f, max_limit)))
                 .collect();
             let store = self.services.store.clone();
-            (stored, first_page) = self
+            let whole;
+            (stored, first_page, whole) = self
                 .services
                 .store
                 .read(move |mut conn| {
-                    StoredCheck::run_all(&stored_checks, &mut conn)?;
+                    let whole = StoredCheck::all_whole(&stored_checks, &mut conn)?;
                     let mut matches = Vec::new();
                     for (filter, limit) in &jobs {
                         matches.extend(query_keys(&mut conn, &scope, filter, *limit, now)?);
@@ -219,15 +237,17 @@ impl QueryService {
                         Some(first) => stored.read_first(&mut conn, first)?,
                         None => None,
                     };
-                    Ok((stored, page))
+                    Ok((stored, page, whole))
                 })
                 .await?;
+            partial |= !whole;
         }
         let mut result = QueryResult {
             stored,
             events: Vec::new(),
             object: None,
             live_filters: standard,
+            needs_auth: partial.then(auth_first),
         };
         for (index, filters) in claimed {
             match self.plugins[index].answer_claimed(ctx, filters).await? {
@@ -271,6 +291,7 @@ impl QueryService {
             standard,
             claimed,
             stored_checks,
+            partial,
             ..
         } = self.prepare_checked(ctx, filters).await?;
         if let [(index, filters)] = claimed.as_slice() {
@@ -287,13 +308,20 @@ impl QueryService {
                  REQ or POST /query answer",
             ));
         }
+        // A count cannot be a part and a CLOSED at once: what could match channel data
+        // before AUTH is refused whole (`access/anonymous.rs`).
+        if partial {
+            return Err(auth_first());
+        }
         let scope = self.scope_of(ctx, &standard).await?;
         let now = self.services.clock.now_secs();
         let cap = self.services.settings.limits.max_count;
         self.services
             .store
             .read(move |mut conn| {
-                StoredCheck::run_all(&stored_checks, &mut conn)?;
+                if !StoredCheck::all_whole(&stored_checks, &mut conn)? {
+                    return Err(auth_first());
+                }
                 count_matching(&mut conn, &scope, &standard, now, cap)
             })
             .await
@@ -330,6 +358,7 @@ impl QueryService {
             standard,
             claimed,
             stored_checks,
+            partial,
             ..
         } = self.prepare_checked(ctx, filters).await?;
         if !claimed.is_empty() {
@@ -338,11 +367,20 @@ impl QueryService {
                  REQ or POST /query answer"
             )));
         }
+        // Its caller reads every match: what could match channel data before AUTH is
+        // refused whole, as for COUNT.
+        if partial {
+            return Err(auth_first());
+        }
         if !stored_checks.is_empty() {
-            self.services
+            let whole = self
+                .services
                 .store
-                .read(move |mut conn| StoredCheck::run_all(&stored_checks, &mut conn))
+                .read(move |mut conn| StoredCheck::all_whole(&stored_checks, &mut conn))
                 .await?;
+            if !whole {
+                return Err(auth_first());
+            }
         }
         Ok(standard)
     }

@@ -1,11 +1,12 @@
 //! Reads before NIP-42 AUTH, as lazily authenticating clients (nostr-sdk, nostr-tools
-//! with `onauth`, NDK) send them: whatever could match channel-scoped data is answered
-//! `CLOSED "auth-required: ..."` — never a silent empty EOSE — and the same REQ after
-//! AUTH returns the data. Public data stays readable anonymously, and no answer tells a
+//! with `onauth`, NDK) and generic ones (relay test suites) send them: an anonymous
+//! reader gets every community-wide event its filters match, and when they could also
+//! match channel data the answer ends with `CLOSED "auth-required: ..."` instead of EOSE
+//! — never a silent EOSE — so the same REQ after AUTH returns the rest. No answer tells a
 //! private channel or message from one that does not exist. Both backends.
 
 use buzz_core::both_backends;
-use buzz_core::testkit::{now, tag, TestBackend, TestRelay, WsClient};
+use buzz_core::testkit::{now, tag, ReqAnswer, TestBackend, TestRelay, WsClient};
 use buzz_nostr::event::Event;
 use buzz_nostr::keys::Keys;
 use serde_json::{json, Value};
@@ -15,6 +16,8 @@ both_backends!(
     public_data_stays_readable_anonymously,
     private_and_missing_answer_alike,
     closed_communities_need_auth_for_everything,
+    public_events_come_first_then_auth_required,
+    an_auth_required_answer_is_not_live,
 );
 
 fn fresh_sub() -> String {
@@ -44,15 +47,27 @@ async fn create_channel(ws: &mut WsClient, keys: &Keys, private: bool) -> String
     id
 }
 
-/// The CLOSED text of a refused REQ (panics on EOSE, naming what came back).
-async fn closed(ws: &mut WsClient, filter: &Value) -> String {
-    match ws.req(&fresh_sub(), vec![filter.clone()]).await {
-        Err(text) => text,
-        Ok(events) => panic!(
-            "{filter} was answered with {} events and EOSE",
-            events.len()
-        ),
+/// The answer to one anonymous REQ of `filter`, which must end with
+/// `CLOSED "auth-required: ..."` (panics on EOSE, naming what came back): its events and
+/// the CLOSED text.
+async fn closed_after(ws: &mut WsClient, filter: &Value) -> (Vec<Event>, String) {
+    match ws.req_answer(&fresh_sub(), vec![filter.clone()]).await {
+        Ok(ReqAnswer {
+            events,
+            closed: Some(text),
+        }) => {
+            assert!(text.starts_with("auth-required: "), "{filter}: {text}");
+            (events, text)
+        }
+        other => panic!("{filter} did not end with CLOSED: {other:?}"),
     }
+}
+
+/// The CLOSED text of a REQ answered with no events at all.
+async fn closed(ws: &mut WsClient, filter: &Value) -> String {
+    let (events, text) = closed_after(ws, filter).await;
+    assert!(events.is_empty(), "{filter} was answered with {events:?}");
+    text
 }
 
 async fn channel_data_before_auth_is_auth_required_then_served(backend: TestBackend, name: &str) {
@@ -81,7 +96,7 @@ async fn channel_data_before_auth_is_auth_required_then_served(backend: TestBack
         assert!(text.starts_with("auth-required: "), "{filter}: {text}");
     }
 
-    // A filter that names nothing channel-shaped is served, without the channel rows.
+    // A filter that names nothing channel-shaped is served (EOSE), without the channel rows.
     let public = lazy
         .req(&fresh_sub(), vec![json!({"authors": [alice.pubkey()]})])
         .await
@@ -207,5 +222,119 @@ async fn closed_communities_need_auth_for_everything(backend: TestBackend, name:
     let mut anon = relay.ws().await;
     let text = closed(&mut anon, &json!({"kinds": [1]})).await;
     assert!(text.starts_with("auth-required: "), "{text}");
+    relay.stop().await;
+}
+
+/// The filters a generic NIP-01 suite sends before AUTH (mikedilger's relay-tester:
+/// "Newest events are returned when filter is limited", "Accepts metadata", "Events are
+/// ordered from newest to oldest"): a kind that may be a channel's (7) beside a public
+/// one, ids among which some are replaced or unknown. The public events come, newest
+/// first and within the limit, then `CLOSED auth-required:`; after AUTH the same REQ
+/// adds the channel's events and ends with EOSE.
+async fn public_events_come_first_then_auth_required(backend: TestBackend, name: &str) {
+    let Some(relay) = TestRelay::start(backend, name).await else {
+        return;
+    };
+    let alice = Keys::generate();
+    let mut writer = authed(&relay, &alice).await;
+    let t = now();
+    let dated = |kind: u32, tags: Vec<Vec<String>>, content: &str, at: i64| {
+        alice.sign(kind, tags, content, at)
+    };
+    let notes = [
+        dated(1, vec![tag(&["t", "a"])], "first", t - 40),
+        dated(1, vec![tag(&["t", "b"])], "second", t - 45),
+        dated(1, vec![tag(&["t", "a"])], "third", t - 50),
+        dated(1, vec![tag(&["t", "b"])], "fourth", t - 55),
+    ];
+    let older_profile = dated(0, vec![], "older", t - 60);
+    let newer_profile = dated(0, vec![], "newer", t - 1);
+    for event in notes.iter().chain([&older_profile, &newer_profile]) {
+        assert_eq!(writer.publish(event).await, (true, String::new()));
+    }
+    let ch = create_channel(&mut writer, &alice, false).await;
+    // A channel reaction newer than every note: channel data, for members only.
+    let message = ok(&mut writer, &alice, 9, vec![tag(&["h", &ch])]).await;
+    let reaction_tags = vec![tag(&["h", &ch]), tag(&["e", &message.id]), tag(&["t", "a"])];
+    let reaction = dated(7, reaction_tags, "+", t - 30);
+    assert_eq!(writer.publish(&reaction).await, (true, String::new()));
+
+    let mut anon = relay.ws().await;
+    let limited = json!({
+        "authors": [alice.pubkey()], "kinds": [1, 7], "#t": ["a", "b"], "limit": 2
+    });
+    let (events, _) = closed_after(&mut anon, &limited).await;
+    assert_eq!(
+        events,
+        vec![notes[0].clone(), notes[1].clone()],
+        "newest notes"
+    );
+
+    // Ids: a replaced profile and an unknown id beside stored public events.
+    let missing = "cd".repeat(32);
+    let ids = json!({"ids": [older_profile.id, newer_profile.id, notes[2].id, missing]});
+    let (events, by_ids) = closed_after(&mut anon, &ids).await;
+    assert_eq!(
+        events,
+        vec![newer_profile.clone(), notes[2].clone()],
+        "newest first"
+    );
+    // A channel event's id among them reads exactly like the unknown one.
+    let with_reaction = json!({"ids": [newer_profile.id, notes[2].id, reaction.id]});
+    let (events, text) = closed_after(&mut anon, &with_reaction).await;
+    assert_eq!(events, vec![newer_profile.clone(), notes[2].clone()]);
+    assert_eq!(text, by_ids);
+
+    // After AUTH the same REQs are whole and end with EOSE.
+    assert_eq!(anon.auth(&Keys::generate()).await, (true, String::new()));
+    let got = anon
+        .req(&fresh_sub(), vec![limited])
+        .await
+        .expect("after AUTH");
+    assert_eq!(got, vec![reaction.clone(), notes[0].clone()]);
+    let got = anon
+        .req(&fresh_sub(), vec![with_reaction])
+        .await
+        .expect("ids after AUTH");
+    assert_eq!(got, vec![newer_profile, reaction, notes[2].clone()]);
+    relay.stop().await;
+}
+
+/// NIP-01: CLOSED ends a subscription. An anonymous answer that ends with
+/// `auth-required:` keeps nothing live: a later public event reaches the subscription
+/// that ended with EOSE and never the one that ended with CLOSED.
+async fn an_auth_required_answer_is_not_live(backend: TestBackend, name: &str) {
+    let Some(relay) = TestRelay::start(backend, name).await else {
+        return;
+    };
+    let alice = Keys::generate();
+    let mut writer = authed(&relay, &alice).await;
+    let mut anon = relay.ws().await;
+    let (events, _) = closed_after(&mut anon, &json!({"kinds": [1, 9]})).await;
+    assert!(events.is_empty(), "{events:?}");
+    anon.req("mixed", vec![json!({"kinds": [1, 9]})])
+        .await
+        .expect_err("ends with CLOSED");
+    anon.req("public", vec![json!({"kinds": [1]})])
+        .await
+        .expect("public kinds end with EOSE");
+    let note = ok(&mut writer, &alice, 1, vec![]).await;
+    // Everything the relay sends this connection arrives in order: read up to the EOSE
+    // of a later REQ, so a live copy for "mixed" would have come by then.
+    let live = anon
+        .recv_where(|v| v[0] == "EVENT" && v[1] == "public")
+        .await
+        .expect("live note on the EOSE subscription");
+    assert_eq!(live[2], json!(note));
+    anon.send(&json!(["REQ", "marker", {"ids": [note.id], "kinds": [1]}]))
+        .await
+        .expect("REQ");
+    loop {
+        let v = anon.recv().await.expect("marker answer");
+        assert_ne!(v[1], "mixed", "a CLOSED subscription stayed live: {v}");
+        if v[0] == "EOSE" && v[1] == "marker" {
+            break;
+        }
+    }
     relay.stop().await;
 }

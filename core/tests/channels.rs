@@ -360,14 +360,20 @@ async fn bans_and_timeouts(backend: TestBackend, name: &str) {
             "",
         )
         .await;
-    refused(
-        bob.send(9, vec![tag(&["h", &ch])], "banned?").await,
-        "blocked:",
-    );
-    refused(bob.send(1, vec![], "anything").await, "blocked:");
+    // The ban closes bob's session and refuses his AUTH (core/tests/bans.rs); what he
+    // signs is refused on any connection, public kinds included.
+    let (code, _) = bob.ws.close_frame().await.expect("closed by the ban");
+    assert_eq!(code, 1008);
+    let mut anon = relay.ws().await;
+    let (ok, msg) = anon.publish(&bob.sign(1, vec![], "anything")).await;
+    assert!(!ok && msg.starts_with("blocked:"), "{msg}");
+    let mut again = relay.ws().await;
+    let (ok, msg) = again.auth(&bob.keys).await;
+    assert!(!ok && msg.starts_with("blocked:"), "{msg}");
     admin
         .ok(9043, vec![tag(&["p", bob.keys.pubkey()])], "")
         .await;
+    let mut bob = User::with_keys(&relay, bob.keys).await;
     bob.post(&ch, "unbanned").await;
 
     let until = now() + 600;

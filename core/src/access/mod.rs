@@ -17,6 +17,7 @@ mod changes;
 mod facts;
 mod policies;
 mod read;
+mod standing;
 
 use crate::clock::Clock;
 use crate::community::Community;
@@ -35,7 +36,7 @@ use read::ChannelTable;
 use std::sync::Arc;
 
 pub(crate) use actions::classify;
-pub use anonymous::StoredCheck;
+pub use anonymous::{auth_first, Readable, StoredCheck};
 pub use authority::Authority;
 pub use policies::{reload_on_sighup, CommunityPolicies, CommunityScripts};
 

@@ -114,6 +114,8 @@ impl AccessService {
         let community = &ctx.community;
         let at = self.cache.position();
         let person = self.person(community, ctx.pubkey.as_deref()).await?;
+        // A banned member reads nothing, not even community-wide rows (`standing.rs`).
+        super::standing::in_good_standing(&person)?;
         let community_wide = community.open || person.member || person.owner;
         let Some(pubkey) = ctx.pubkey.as_deref() else {
             return Ok(Scope {

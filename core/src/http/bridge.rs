@@ -37,6 +37,11 @@ async fn run_query(
         .ok_or_else(|| Reason::invalid("body must be a JSON array of filters"))?;
     let filters = Filter::parse_many(list)?;
     let result = state.query.run(&ctx.conn, filters).await?;
+    // Every `POST /query` caller is NIP-98 authenticated, so an answer is never partial
+    // for want of AUTH; were it ever, the whole request is refused rather than cut.
+    if let Some(reason) = result.needs_auth {
+        return Err(reason);
+    }
     if let Some(object) = result.object {
         return Ok(HttpResponse::Ok().json(object));
     }

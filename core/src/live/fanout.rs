@@ -35,12 +35,22 @@ struct Hub {
     /// Every connection's inbox and how many subscriptions it has open. Dropping a
     /// sender closes that inbox: how a connection learns it fell behind.
     conns: HashMap<u64, (mpsc::Sender<Delivery>, usize)>,
+    /// Connections with an authenticated caller: they hear access changes even without
+    /// a subscription (a ban closes them, `http/ws/live.rs`).
+    authenticated: HashSet<u64>,
+}
+
+impl Hub {
+    /// Does connection `conn` hear events sent to everyone (access changes)?
+    fn hears_everything(&self, conn: u64, subscriptions: usize) -> bool {
+        subscriptions > 0 || self.authenticated.contains(&conn)
+    }
 }
 
 impl Fanout {
     /// Start the dispatcher on `bus`. Events for which `to_everyone` is true (access
     /// changes: every reader must re-check what it may see) go to every connection with
-    /// a subscription, whether or not one matches. `before` sees each event before any
+    /// a subscription or an authenticated caller, whether or not one matches. `before` sees each event before any
     /// connection does (the access cache records a change there, so a connection that
     /// re-checks on it can never read the state from before it).
     pub fn start(
@@ -88,8 +98,12 @@ impl Fanout {
         let mut hub = self.hub();
         let mut per_conn: HashMap<u64, Vec<SubKey>> = HashMap::new();
         if everyone {
-            let subscribed = hub.conns.iter().filter(|(_, (_, n))| *n > 0);
-            per_conn.extend(subscribed.map(|(c, _)| (*c, Vec::new())));
+            let hearing = hub
+                .conns
+                .iter()
+                .filter(|(c, (_, n))| hub.hears_everything(**c, *n))
+                .map(|(c, _)| (*c, Vec::new()));
+            per_conn.extend(hearing.collect::<Vec<_>>());
         }
         for sub in hub.index.matching(&event.event) {
             if let Some(conn) = hub.owner.get(&sub) {
@@ -115,9 +129,14 @@ impl Fanout {
         }
     }
 
-    /// Every subscribed connection may have missed events.
+    /// Every subscribed or authenticated connection may have missed events (an
+    /// authenticated one, a ban).
     fn all_behind(&self) {
-        self.hub().conns.retain(|_, (_, n)| *n == 0);
+        let mut hub = self.hub();
+        let authenticated = std::mem::take(&mut hub.authenticated);
+        hub.conns
+            .retain(|c, (_, n)| *n == 0 && !authenticated.contains(c));
+        hub.authenticated = authenticated;
     }
 }
 
@@ -192,6 +211,12 @@ impl LiveInbox {
         }
     }
 
+    /// The caller authenticated: access changes reach this connection from now on,
+    /// subscribed or not.
+    pub fn authenticated(&mut self) {
+        self.fanout.hub().authenticated.insert(self.id);
+    }
+
     /// No subscription is open.
     pub fn is_idle(&self) -> bool {
         self.subs.is_empty()
@@ -212,6 +237,7 @@ impl Drop for LiveInbox {
             hub.owner.remove(&key);
         }
         hub.conns.remove(&self.id);
+        hub.authenticated.remove(&self.id);
     }
 }
 

@@ -26,7 +26,7 @@ pub use relay::{TestBackend, TestRelay};
 pub use shared::SharedStorage;
 pub use sockets::{relay_side_socket, SocketState};
 pub use table_lock::TableLock;
-pub use ws::WsClient;
+pub use ws::{ReqAnswer, WsClient};
 
 /// The PostgreSQL admin URL for tests, or `None` (after printing why) when absent.
 pub fn pg_admin_url(test: &str) -> Option<String> {

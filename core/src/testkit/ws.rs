@@ -10,6 +10,14 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 type Stream = WebSocketStream<MaybeTlsStream<tokio::net::TcpStream>>;
 
+/// A REQ's stored answer: its events, and the CLOSED text when it ended with one
+/// instead of EOSE.
+#[derive(Debug)]
+pub struct ReqAnswer {
+    pub events: Vec<Event>,
+    pub closed: Option<String>,
+}
+
 /// A NIP-01 WebSocket client for tests, examples and benchmarks.
 pub struct WsClient {
     stream: Stream,
@@ -193,6 +201,21 @@ impl WsClient {
     /// Use a fresh `sub_id` when an earlier subscription of that id may still be
     /// delivering live events.
     pub async fn req(&mut self, sub_id: &str, filters: Vec<Value>) -> Result<Vec<Event>, String> {
+        let answer = self.req_answer(sub_id, filters).await?;
+        match answer.closed {
+            None => Ok(answer.events),
+            Some(text) => Err(text),
+        }
+    }
+
+    /// REQ and collect stored events until EOSE or CLOSED, keeping both: an anonymous
+    /// reader's answer may be events and then `CLOSED auth-required:`. `Err` when the
+    /// connection ends (or nothing arrives in time) first.
+    pub async fn req_answer(
+        &mut self,
+        sub_id: &str,
+        filters: Vec<Value>,
+    ) -> Result<ReqAnswer, String> {
         let mut msg = vec![json!("REQ"), json!(sub_id)];
         msg.extend(filters);
         self.send(&Value::Array(msg)).await.expect("send REQ");
@@ -209,8 +232,34 @@ impl WsClient {
                 Some("EVENT") => {
                     events.push(serde_json::from_value(v[2].clone()).map_err(|e| e.to_string())?)
                 }
-                Some("EOSE") => return Ok(events),
-                _ => return Err(v[2].as_str().unwrap_or("").to_owned()),
+                Some("EOSE") => {
+                    return Ok(ReqAnswer {
+                        events,
+                        closed: None,
+                    })
+                }
+                _ => {
+                    return Ok(ReqAnswer {
+                        events,
+                        closed: Some(v[2].as_str().unwrap_or("").to_owned()),
+                    })
+                }
+            }
+        }
+    }
+
+    /// Wait for the relay to close the connection: its close frame's code and reason
+    /// (`None`: no close frame within the timeout, or the connection just dropped).
+    /// Other messages are skipped.
+    pub async fn close_frame(&mut self) -> Option<(u16, String)> {
+        loop {
+            let next = tokio::time::timeout(self.timeout, self.stream.next()).await;
+            match next.ok()?? {
+                Ok(Message::Close(frame)) => {
+                    return frame.map(|f| (u16::from(f.code), f.reason.to_string()))
+                }
+                Ok(_) => continue,
+                Err(_) => return None,
             }
         }
     }

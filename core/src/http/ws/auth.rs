@@ -1,4 +1,5 @@
-//! NIP-42 AUTH on one connection, and the read scope it and access changes decide.
+//! NIP-42 AUTH on one connection (refused to a banned pubkey), and the read scope it and
+//! access changes decide.
 
 use super::messages;
 use super::Connection;
@@ -23,11 +24,23 @@ impl Connection {
                     .map(|()| event.pubkey)
                     .map_err(Reason::from)
             });
+        // A banned pubkey gets no session (`access/standing.rs`).
+        let result = match result {
+            Ok(pubkey) => self
+                .state
+                .services
+                .access
+                .check_standing_of(&self.ctx.community, &pubkey)
+                .await
+                .map(|()| pubkey),
+            Err(reason) => Err(reason),
+        };
         match result {
             Ok(pubkey) => {
                 // From now on its reads share its pubkey's lane and bound.
                 crate::store::ReadClient::switch_to(crate::store::ReadClient::pubkey(&pubkey));
                 self.ctx.pubkey = Some(pubkey);
+                self.live.authenticated();
                 self.refresh_scope().await;
                 self.out.send(messages::ok(&id, true, ""));
             }

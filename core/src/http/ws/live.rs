@@ -1,15 +1,28 @@
-//! Live deliveries to one connection: access changes first, then each subscription the
-//! event matches and its reader may read, never one its stored answer already sent.
+//! Live deliveries to one connection: access changes first (a ban of its caller ends
+//! the connection), then each subscription the event matches and its reader may read,
+//! never one its stored answer already sent.
 
 use super::messages;
-use super::Connection;
+use super::{Connection, End};
 use crate::live::Delivery;
 use buzz_nostr::kinds::changes_access;
 use std::time::Instant;
 
 impl Connection {
-    pub(super) async fn on_live(&mut self, delivery: Delivery) {
+    /// Deliver one live event; `Some` when the connection must end (its caller was
+    /// banned: `access/standing.rs`).
+    pub(super) async fn on_live(&mut self, delivery: Delivery) -> Option<End> {
         let event = &delivery.event;
+        if changes_access(event.event.kind) {
+            if let Err(reason) = self.state.services.access.check_standing(&self.ctx).await {
+                return Some(End::Banned(reason.wire_text()));
+            }
+        }
+        // Authenticated connections hear access changes without subscriptions (for the
+        // check above); with none, there is no scope to keep current.
+        if self.live.is_idle() {
+            return None;
+        }
         // Membership, channel and sanction changes (and policy reloads) change what this
         // caller may read: recompute before delivering anything else, so a revoked
         // reader stops receiving immediately.
@@ -18,9 +31,11 @@ impl Connection {
             self.policy_generation = generation;
             self.refresh_live_scope().await;
         }
-        let Some(scope) = &self.scope else { return };
+        let Some(scope) = &self.scope else {
+            return None;
+        };
         if !self.state.services.access.can_see(scope, event) {
-            return;
+            return None;
         }
         let now = Instant::now();
         for key in &delivery.subs {
@@ -38,5 +53,6 @@ impl Connection {
             }
             self.out.send(messages::event(sub_id, &event.event));
         }
+        None
     }
 }

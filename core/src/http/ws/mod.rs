@@ -174,6 +174,19 @@ enum End {
     Stalled,
     Oversized,
     ProtocolError,
+    /// The caller was banned (`access/standing.rs`); the `blocked:` text.
+    Banned(String),
+}
+
+/// A close frame's reason holds at most 123 bytes (RFC 6455): `text` cut to fit, on a
+/// character boundary.
+fn close_text(text: &str) -> String {
+    const MAX: usize = 123;
+    let mut end = text.len().min(MAX);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_owned()
 }
 
 /// Numbers every connection of the process (what plugins serving message verbs key
@@ -299,7 +312,11 @@ impl Connection {
                     }
                 },
                 delivery = self.live.recv() => match delivery {
-                    Some(delivery) => self.on_live(delivery).await,
+                    Some(delivery) => {
+                        if let Some(end) = self.on_live(delivery).await {
+                            break end;
+                        }
+                    }
                     None => break End::FellBehind,
                 },
                 _ = heartbeat.tick() => {
@@ -330,6 +347,10 @@ impl Connection {
             End::ProtocolError => Some(CloseReason {
                 code: CloseCode::Protocol,
                 description: None,
+            }),
+            End::Banned(ref text) => Some(CloseReason {
+                code: CloseCode::Policy,
+                description: Some(close_text(text)),
             }),
         };
         for plugin in self.state.plugins.iter() {

@@ -1,5 +1,7 @@
 //! REQ and CLOSE on one connection: the stored answer page by page, then the live
-//! subscription; refusals end the subscription of that id.
+//! subscription; refusals end the subscription of that id. An anonymous reader's answer
+//! that could also match channel data ends with `CLOSED auth-required:` instead of EOSE
+//! and keeps nothing live (`access/anonymous.rs`).
 
 use super::answered::Answered;
 use super::messages;
@@ -97,6 +99,12 @@ impl Connection {
                 return;
             }
         };
+        // A partial answer ends with CLOSED, which ends the subscription (NIP-01): it
+        // stops listening now (nothing is delivered to a key before its EOSE anyway).
+        let ends_with = result.needs_auth.take();
+        if ends_with.is_some() {
+            self.live.remove(key);
+        }
         let mut answered = Answered::new();
         let prefix = messages::event_prefix(&sub_id);
         if let Some((mut reserved, page)) = first_page {
@@ -135,6 +143,13 @@ impl Connection {
         }
         for event in &result.events {
             answered.push(&event.id);
+        }
+        if let Some(reason) = ends_with {
+            if self.send_events(&sub_id, &result.events).await {
+                let closed = messages::closed(&sub_id, &reason.wire_text());
+                self.out.send_answer(closed).await;
+            }
+            return;
         }
         if !self.send_events(&sub_id, &result.events).await
             || !self.out.send_answer(messages::eose(&sub_id)).await
