@@ -148,10 +148,18 @@ async fn counts_past_the_cap_are_approximate(backend: TestBackend, name: &str) {
         alice.post(&ch, &format!("axolotl {i}")).await;
     }
     let q = json!({"search": "axolotl", "#h": [ch]});
-    let exact = alice.ws.count(&sub(), vec![q.clone()]).await.expect("COUNT");
+    let exact = alice
+        .ws
+        .count(&sub(), vec![q.clone()])
+        .await
+        .expect("COUNT");
     assert_eq!(exact, json!({"count": 3}), "at the cap: exact");
     alice.post(&ch, "axolotl 3").await;
-    let past = alice.ws.count(&sub(), vec![q]).await.expect("COUNT past the cap");
+    let past = alice
+        .ws
+        .count(&sub(), vec![q])
+        .await
+        .expect("COUNT past the cap");
     assert_eq!(past["approximate"], json!(true), "{past}");
     assert!(past["count"].as_u64().is_some_and(|n| n >= 3), "{past}");
     relay.stop().await;
