@@ -20,6 +20,8 @@ statement_timeout_ms = 8000
 lock_timeout_ms = 2000
 read_timeout_ms = 8000
 slow_read_ms = 100
+expired_purge_interval_secs = 60
+expired_purge_batch = 1000
 
 [relay]
 data_dir = "./data"

@@ -1,0 +1,5 @@
+-- NIP-40: the background purge (core/src/expiry.rs) finds expired events by this index,
+-- which holds only the rows that expire at all, so it stays small and a tick with
+-- nothing to purge reads one index entry.
+-- Keep in step with ../../postgres/2026-12-08-000001_expired_purge.
+CREATE INDEX events_expiring ON events (expires_at) WHERE expires_at IS NOT NULL;
