@@ -11,6 +11,9 @@ use crate::with_conn;
 use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Integer, Text};
 
+/// Rows one `DELETE … IN (…)` names.
+const DELETE_CHUNK: usize = 500;
+
 /// One expired event the purge is deleting, as plugins' `on_purged` hooks see it.
 #[derive(Debug, Clone, PartialEq, Eq, QueryableByName)]
 pub struct PurgedEvent {
@@ -56,13 +59,17 @@ pub fn delete_purged(conn: &mut Conn<'_>, purged: &[PurgedEvent]) -> Result<(), 
         with_conn!(conn, |c| diesel::delete(row).execute(c))?;
     }
     let seqs: Vec<i64> = purged.iter().map(|event| event.seq).collect();
-    with_conn!(conn, |c| diesel::delete(
-        event_tags::table.filter(event_tags::event_seq.eq_any(seqs.clone()))
-    )
-    .execute(c))?;
-    with_conn!(conn, |c| diesel::delete(
-        events::table.filter(events::seq.eq_any(seqs.clone()))
-    )
-    .execute(c))?;
+    // A list is one bound variable per value on SQLite: chunks keep any configured
+    // batch size under its variable limit.
+    for chunk in seqs.chunks(DELETE_CHUNK) {
+        with_conn!(conn, |c| diesel::delete(
+            event_tags::table.filter(event_tags::event_seq.eq_any(chunk))
+        )
+        .execute(c))?;
+        with_conn!(conn, |c| diesel::delete(
+            events::table.filter(events::seq.eq_any(chunk))
+        )
+        .execute(c))?;
+    }
     Ok(())
 }
