@@ -1,7 +1,7 @@
 //! NIP-40 purge: expired events leave the disk — their event rows, tag rows and thread
 //! rows (a purged reply uncounted from its root, as a deletion does) — within the
 //! configured interval, counted in `/metrics`; events that have not expired are left
-//! alone. Both backends.
+//! alone. One author's unexpired expiring bytes are bounded at ingest. Both backends.
 
 use buzz_core::both_backends;
 use buzz_core::store::schema::event_tags;
@@ -10,7 +10,10 @@ use buzz_nostr::keys::Keys;
 use diesel::prelude::*;
 use std::time::{Duration, Instant};
 
-both_backends!(expired_rows_leave_the_disk);
+both_backends!(
+    expired_rows_leave_the_disk,
+    expiring_bytes_are_bounded_per_pubkey,
+);
 
 /// Tag index rows holding `value` (the expiration tag's: one per event that has it).
 async fn tag_rows(relay: &TestRelay, value: &str) -> i64 {
@@ -145,5 +148,65 @@ async fn expired_rows_leave_the_disk(backend: TestBackend, name: &str) {
         assert_eq!(relay.stored_rows(&kept.id).await, 1, "{}", kept.content);
     }
     assert_eq!(tag_rows(&relay, &later).await, 1);
+    relay.stop().await;
+}
+
+/// `limits.max_expiring_bytes_per_pubkey`: past it an expiring event is refused
+/// `rate-limited:` naming the key and stored nowhere; events without an expiration and
+/// other authors are not held to it.
+async fn expiring_bytes_are_bounded_per_pubkey(backend: TestBackend, name: &str) {
+    let Some(relay) = TestRelay::start_with(
+        backend,
+        name,
+        |s| s.limits.max_expiring_bytes_per_pubkey = 3_000,
+        Vec::new(),
+    )
+    .await
+    else {
+        return;
+    };
+    let (alice, bob) = (Keys::generate(), Keys::generate());
+    let mut ws = relay.ws().await;
+    assert_eq!(ws.auth(&alice).await, (true, String::new()));
+    let later = (now() + 3_600).to_string();
+    let bulk = "x".repeat(1_000);
+    // Distinct content: two events signed in different seconds never share an id.
+    let expiring = |keys: &Keys, i: i64| {
+        let content = format!("{i}{bulk}");
+        keys.sign(1, vec![tag(&["expiration", &later])], &content, now())
+    };
+    // About 1,040 bytes each: two fit in 3,000, a third does not.
+    for i in 0..2 {
+        assert_eq!(
+            ws.publish(&expiring(&alice, i)).await,
+            (true, String::new())
+        );
+    }
+    let third = expiring(&alice, 2);
+    let (accepted, message) = ws.publish(&third).await;
+    assert!(!accepted, "a third expiring event was accepted");
+    assert!(message.starts_with("rate-limited: "), "{message}");
+    assert!(
+        message.contains("limits.max_expiring_bytes_per_pubkey"),
+        "{message}"
+    );
+    assert_eq!(relay.stored_rows(&third.id).await, 0);
+    // Without an expiration: not counted.
+    let lasting = alice.sign(1, vec![], &bulk, now());
+    assert_eq!(ws.publish(&lasting).await, (true, String::new()));
+    // Another author has a bound of their own.
+    let mut other = relay.ws().await;
+    assert_eq!(other.auth(&bob).await, (true, String::new()));
+    assert_eq!(
+        other.publish(&expiring(&bob, 0)).await,
+        (true, String::new())
+    );
+    // Clients learn the bound from NIP-11.
+    let (status, info) = relay
+        .http()
+        .get("/", &[("accept", "application/nostr+json")])
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(info["limitation"]["max_expiring_bytes_per_pubkey"], 3_000);
     relay.stop().await;
 }

@@ -61,6 +61,7 @@ max_pending_body_bytes = 67108864
 body_timeout_secs = 10
 max_reads_per_client = 4
 max_count = 10000
+max_expiring_bytes_per_pubkey = 33554432
 
 [metrics]
 enabled = true

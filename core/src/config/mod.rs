@@ -238,6 +238,11 @@ pub struct LimitSettings {
     /// Events one COUNT counts (at least 1); past it the answer is this number with
     /// NIP-45 `"approximate": true`.
     pub max_count: u64,
+    /// Bytes (content + tags JSON) one pubkey may hold in a community in stored events
+    /// that carry a NIP-40 `expiration` and have not expired; an expiring event past it
+    /// is refused `rate-limited:` (0 = no bound). Expiring bytes are what a purge
+    /// interval lets pile up.
+    pub max_expiring_bytes_per_pubkey: u64,
 }
 
 #[derive(Debug, Clone, Deserialize, Default, PartialEq)]

@@ -47,6 +47,29 @@ pub fn pick_expired(
     prepared::load(conn, &text, &[Val::I(now_secs), Val::I(i64::from(batch))])
 }
 
+/// Bytes (content + tags JSON) `pubkey` holds in `community_id` in events that expire
+/// after `now_secs` (`limits.max_expiring_bytes_per_pubkey`).
+pub fn expiring_bytes(
+    conn: &mut Conn<'_>,
+    community_id: i64,
+    pubkey: &str,
+    now_secs: i64,
+) -> Result<i64, Reason> {
+    #[derive(QueryableByName)]
+    struct Sum {
+        #[diesel(sql_type = BigInt)]
+        n: i64,
+    }
+    let rows: Vec<Sum> = prepared::load(
+        conn,
+        "SELECT CAST(COALESCE(SUM(octet_length(content) + octet_length(tags)), 0) AS BIGINT) AS n \
+         FROM events WHERE community_id = ? AND pubkey = ? \
+         AND expires_at IS NOT NULL AND expires_at > ?",
+        &[Val::I(community_id), Val::T(pubkey), Val::I(now_secs)],
+    )?;
+    Ok(rows.first().map_or(0, |row| row.n))
+}
+
 /// Delete `purged` with their tag rows and thread rows. A purged reply leaves its
 /// thread as a deleted one does (its ancestors' counts and newest reply time
 /// recomputed, `threads::on_deleted`), then its row goes too.

@@ -3,3 +3,7 @@
 -- nothing to purge reads one index entry.
 -- Keep in step with ../../postgres/2026-12-08-000001_expired_purge.
 CREATE INDEX events_expiring ON events (expires_at) WHERE expires_at IS NOT NULL;
+-- limits.max_expiring_bytes_per_pubkey: one author's expiring events, read at ingest of
+-- an expiring event, without walking the author's other events.
+CREATE INDEX events_expiring_by_author ON events (community_id, pubkey)
+    WHERE expires_at IS NOT NULL;
