@@ -144,6 +144,8 @@ impl Ingest {
         if check_access {
             self.services.access.check_write(ctx, &event).await?;
         }
+        self.refuse_expiring_overflow(ctx, &event, now.div_euclid(1_000_000))
+            .await?;
         for plugin in self.plugins.iter() {
             if let Err(reason) = plugin.check_event(ctx, &event).await {
                 self.services
@@ -164,6 +166,41 @@ impl Ingest {
         )
         .await?;
         self.commit(ctx, event, now).await
+    }
+
+    /// `limits.max_expiring_bytes_per_pubkey`: an expiring event whose bytes would take
+    /// its author's unexpired expiring events in this community past the bound is
+    /// refused, so a purge interval cannot be filled with expiring bulk. Read before
+    /// the write: concurrent events of one author may pass it by what they hold together.
+    async fn refuse_expiring_overflow(
+        &self,
+        ctx: &ConnCtx,
+        event: &Event,
+        now_secs: i64,
+    ) -> Result<(), Reason> {
+        let bound = self.services.settings.limits.max_expiring_bytes_per_pubkey;
+        if bound == 0 || event.expiration()?.is_none() {
+            return Ok(());
+        }
+        let tags = serde_json::to_string(&event.tags)
+            .map_err(|err| Reason::Internal(anyhow::anyhow!("tags as JSON: {err}")))?;
+        let own = (event.content.len() + tags.len()) as u64;
+        let (community, pubkey) = (ctx.community_id(), event.pubkey.clone());
+        let held = self
+            .services
+            .store
+            .read(move |mut conn| {
+                crate::store::purge::expiring_bytes(&mut conn, community, &pubkey, now_secs)
+            })
+            .await?;
+        if u64::try_from(held).unwrap_or(0).saturating_add(own) > bound {
+            return Err(Reason::RateLimited(format!(
+                "this author already holds {held} bytes in events that have not expired; \
+                 this one ({own} bytes) would pass limits.max_expiring_bytes_per_pubkey \
+                 ({bound})"
+            )));
+        }
+        Ok(())
     }
 
     /// Store (or, ephemeral, only fan out) an event that passed every check.

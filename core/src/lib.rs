@@ -14,6 +14,7 @@ pub mod community;
 pub mod config;
 pub mod ctx;
 pub mod error;
+pub(crate) mod expiry;
 pub mod http;
 pub mod ingest;
 pub mod lifecycle;

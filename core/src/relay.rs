@@ -274,11 +274,12 @@ impl RelayBuilder {
                 return Err(err);
             }
         };
-        let background = plugins
+        let mut background: Vec<_> = plugins
             .iter()
             .flat_map(|plugin| plugin.clone().background())
             .map(tokio::spawn)
             .collect();
+        background.extend(crate::expiry::start(&services, plugins.clone()));
         tracing::info!(
             "relay listening on ws://{} (relay pubkey {})",
             server.addr,
@@ -386,7 +387,8 @@ pub struct RunningRelay {
     pub services: Services,
     server: ServerHandle,
     metrics_server: Option<ServerHandle>,
-    /// Plugins' background tasks, aborted when the relay stops.
+    /// Plugins' background tasks and core's expired-event purge, aborted when the relay
+    /// stops.
     background: Vec<tokio::task::JoinHandle<()>>,
 }
 

@@ -20,6 +20,8 @@ statement_timeout_ms = 8000
 lock_timeout_ms = 2000
 read_timeout_ms = 8000
 slow_read_ms = 100
+expired_purge_interval_secs = 60
+expired_purge_batch = 1000
 
 [relay]
 data_dir = "./data"
@@ -59,6 +61,7 @@ max_pending_body_bytes = 67108864
 body_timeout_secs = 10
 max_reads_per_client = 4
 max_count = 10000
+max_expiring_bytes_per_pubkey = 33554432
 
 [metrics]
 enabled = true

@@ -106,6 +106,12 @@ pub struct StorageSettings {
     /// A client whose read ran longer than this (milliseconds; 0 = never) is a slow
     /// reader for 10 s: slow readers' reads together use all read threads but one.
     pub slow_read_ms: u64,
+    /// How often (seconds; 0 = never) each process deletes NIP-40-expired events and
+    /// every row that references them, so they leave the disk, not only the answers.
+    pub expired_purge_interval_secs: u64,
+    /// Most expired events one purge transaction deletes; a tick runs batches until one
+    /// comes back short, each its own writer job so ingest interleaves with them.
+    pub expired_purge_batch: u32,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -232,6 +238,11 @@ pub struct LimitSettings {
     /// Events one COUNT counts (at least 1); past it the answer is this number with
     /// NIP-45 `"approximate": true`.
     pub max_count: u64,
+    /// Bytes (content + tags JSON) one pubkey may hold in a community in stored events
+    /// that carry a NIP-40 `expiration` and have not expired; an expiring event past it
+    /// is refused `rate-limited:` (0 = no bound). Expiring bytes are what a purge
+    /// interval lets pile up.
+    pub max_expiring_bytes_per_pubkey: u64,
 }
 
 #[derive(Debug, Clone, Deserialize, Default, PartialEq)]

@@ -32,6 +32,10 @@ impl Settings {
                 self.log.level
             );
         }
+        // A batch of none would purge nothing, and a tick would never see a short batch.
+        if self.storage.expired_purge_batch == 0 {
+            anyhow::bail!("storage.expired_purge_batch must be at least 1");
+        }
         let l = &self.limits;
         // One connection's budget must fit in the relay-wide one, or it could never fill.
         if l.max_outbound_bytes == 0 || l.max_outbound_bytes > l.max_outbound_bytes_total {

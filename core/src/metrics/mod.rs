@@ -134,6 +134,8 @@ pub struct Metrics {
     policy_generation: Gauge,
     policy_loaded_at: Gauge,
     policy_failed_reloads: Counter,
+    /// NIP-40-expired events the background purge deleted (`crate::expiry`).
+    expired_purged: Counter,
     loads_source: std::sync::OnceLock<Box<dyn Fn() -> PolicyLoads + Send + Sync>>,
 }
 
@@ -162,10 +164,16 @@ impl Metrics {
             policy_generation: Gauge::default(),
             policy_loaded_at: Gauge::default(),
             policy_failed_reloads: Counter::default(),
+            expired_purged: Counter::default(),
             loads_source: std::sync::OnceLock::new(),
         };
         // Registering clones: every handle shares its value with the original.
         let r = &mut m.registry;
+        r.register(
+            "expired_purged",
+            "NIP-40-expired events deleted from storage by the background purge",
+            m.expired_purged.clone(),
+        );
         r.register(
             "connections",
             "Open WebSocket connections",
@@ -318,6 +326,11 @@ impl Metrics {
         self.errors
             .get_or_create(&two("path", path, "prefix", reason.prefix()))
             .inc();
+    }
+
+    /// The purge deleted `n` expired events.
+    pub fn expired_purged(&self, n: usize) {
+        self.expired_purged.inc_by(n as u64);
     }
 
     /// A plugin hook refused.

@@ -15,6 +15,9 @@
 //!   error rolls the event back (with every plugin change) and is the answer. A hook may
 //!   store relay-signed events of its own ([`Tx::store_relay_event`]); they commit with
 //!   the event and are delivered live after it.
+//! - **Purge hooks** ([`Plugin::on_purged`]): all run inside the transaction that
+//!   deletes a batch of NIP-40-expired events, before core deletes their rows; any error
+//!   rolls the batch back (it is tried again at the next tick).
 //! - **Observers** ([`Plugin::on_committed`]): all run after the commit; they cannot fail
 //!   the write (errors are theirs to log).
 //! - **Resubmission** ([`Plugin::accepts_resubmission`]): any. Before every check but
@@ -70,6 +73,7 @@ use crate::error::Reason;
 use crate::live::LiveBus;
 pub use crate::live::LiveCondition;
 use crate::query::QueryService;
+pub use crate::store::purge::PurgedEvent;
 use crate::store::threads::Placed;
 pub use crate::store::GroupRows;
 use crate::store::{insert_event, Conn, EventKey, GroupWrites, InsertOutcome, Store};
@@ -240,6 +244,14 @@ pub trait Plugin: Send + Sync + 'static {
     /// is then inserted on its own, in its place in the queue.
     fn in_transaction_is_local(&self, _event: &Event) -> bool {
         true
+    }
+
+    /// Take out this plugin's rows for events the NIP-40 purge is deleting, in the
+    /// purge's transaction (core deletes the events after every plugin's hook ran, so
+    /// their rows are still readable here). Must be idempotent: on PostgreSQL another
+    /// process never gets the same events, but a failed batch is tried again.
+    fn on_purged(&self, _conn: &mut Conn<'_>, _purged: &[PurgedEvent]) -> Result<(), Reason> {
+        Ok(())
     }
 
     /// Observe a committed event. Never fails the write.

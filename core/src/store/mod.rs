@@ -21,6 +21,7 @@ mod one_of;
 mod planner_stats;
 mod pool;
 pub mod prepared;
+pub mod purge;
 mod query;
 mod read_client;
 mod read_lanes;

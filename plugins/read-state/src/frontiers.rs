@@ -243,6 +243,20 @@ pub(crate) fn add_mention(
     Ok(())
 }
 
+/// Forget every mention made by `event_id` (an expired message the relay purges).
+pub(crate) fn drop_mentions(
+    conn: &mut Conn<'_>,
+    community_id: i64,
+    event_id: &str,
+) -> Result<(), Reason> {
+    execute(
+        conn,
+        "DELETE FROM read_state_mentions WHERE community_id = ? AND event_id = ?",
+        &[Val::I(community_id), Val::T(event_id)],
+    )?;
+    Ok(())
+}
+
 /// Row counts of the three tables, for the admin panel (sizes, never contents).
 pub(crate) fn table_sizes(conn: &mut Conn<'_>) -> Result<(i64, i64, i64), Reason> {
     let mut count = |table: &str| -> Result<i64, Reason> {

@@ -11,8 +11,8 @@ use crate::{
 use buzz_core::ctx::ConnCtx;
 use buzz_core::error::Reason;
 use buzz_core::plugin::{
-    Plugin, PluginRequest, PluginResponse, Route, RouteAuth, RouteHandler, RouteMethod, Services,
-    Tx,
+    Plugin, PluginRequest, PluginResponse, PurgedEvent, Route, RouteAuth, RouteHandler,
+    RouteMethod, Services, Tx,
 };
 use buzz_core::store::{channel_state, Conn};
 use buzz_core::stored::StoredEvent;
@@ -146,6 +146,15 @@ impl Plugin for ReadState {
             skew: self.skew,
         };
         ingest::on_stored(tx, event, bounds)
+    }
+
+    /// A NIP-40-expired message takes its mentions with it (counts already skip it:
+    /// they join `events`; this gives the rows back).
+    fn on_purged(&self, conn: &mut Conn<'_>, purged: &[PurgedEvent]) -> Result<(), Reason> {
+        for event in purged {
+            crate::frontiers::drop_mentions(conn, event.community_id, &event.id)?;
+        }
+        Ok(())
     }
 
     fn routes(self: Arc<Self>) -> Vec<Route> {

@@ -12,7 +12,8 @@ use crate::text::{document, ARTIFACT_KIND};
 use crate::{backfill, NAME, SEARCH_KEY};
 use buzz_core::ctx::ConnCtx;
 use buzz_core::error::Reason;
-use buzz_core::plugin::{LiveCondition, Plugin, QueryAnswer, Services, Tx};
+use buzz_core::plugin::{LiveCondition, Plugin, PurgedEvent, QueryAnswer, Services, Tx};
+use buzz_core::store::Conn;
 use buzz_core::store::Count;
 use buzz_core::stored::StoredEvent;
 use buzz_nostr::event::Event;
@@ -193,6 +194,18 @@ impl Plugin for Search {
             }
             _ => Ok(()),
         }
+    }
+
+    /// NIP-40-expired events leave the index with their rows: the FTS5 document
+    /// (contentless, so nothing else takes it out) and the artifact entry pointing at
+    /// one (PostgreSQL's documents would go by `ON DELETE CASCADE` too; taken out here
+    /// the same way on both backends).
+    fn on_purged(&self, conn: &mut Conn<'_>, purged: &[PurgedEvent]) -> Result<(), Reason> {
+        for event in purged {
+            index::remove(conn, event.seq)?;
+            index::drop_artifact_seq(conn, event.seq)?;
+        }
+        Ok(())
     }
 
     /// Deletions, removals and revisions read other events' rows.

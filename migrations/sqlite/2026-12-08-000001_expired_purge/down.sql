@@ -1,0 +1,2 @@
+DROP INDEX events_expiring_by_author;
+DROP INDEX events_expiring;
