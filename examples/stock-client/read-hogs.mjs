@@ -13,7 +13,9 @@
 //   --seconds, alone and then while 8 other connections loop one heavy read each:
 //   `count` COUNT {"kinds":[9]}; `search-count` a COUNT of 16 search filters;
 //   `wide-req` a REQ of 16 wide filters with limit 500; `http-query` 32 parallel
-//   POST /query from one key, each the 16 wide filters. Each row prints the bystander's
+//   POST /query from one key, each the 16 wide filters. The hogs run in threads of
+//   their own (`hog-worker.mjs`) and count the events they are sent without parsing
+//   them, so the client's own work never delays the bystander's timer. Each row prints the bystander's
 //   p50/p99, how many of its REQs got no answer within 10 s, and what the hogs got
 //   (answers, refusals by prefix, timeouts) with the relay's CPU;
 // - `search-memory`: a member posts 300 messages of 250 KB in a public channel of its own,
@@ -29,7 +31,8 @@ import { join, resolve } from "node:path";
 import { finalizeEvent } from "nostr-tools/pure";
 import { commandLine } from "./args.mjs";
 import { cpuSeconds, freePort, percentile, sleep, waitForRelay } from "./relays.mjs";
-import { Client, newKey, postQuery } from "./wire.mjs";
+import { Worker } from "node:worker_threads";
+import { Client, newKey } from "./wire.mjs";
 
 const args = commandLine();
 if (!args["relay-bin"]) throw new Error("--relay-bin <buzz-relay> is required");
@@ -111,54 +114,36 @@ async function bystander(client) {
   return { latencies, unanswered, ends };
 }
 
-// One heavy read, as each hog loops it.
-const heavy = {
-  count: async (c) => {
-    const a = await c.count([{ kinds: [9] }]);
-    return a.refused ? prefixOf(a.refused) : a.approximate ? "approximate" : "counted";
-  },
-  "search-count": async (c) => {
-    const a = await c.count(searchFilters);
-    return a.refused ? prefixOf(a.refused) : a.approximate ? "approximate" : "counted";
-  },
-  "wide-req": async (c) => prefixOf((await c.req(wideFilters)).end),
+// The heavy reads each hog loops, as filters.
+const hogFilters = {
+  count: [{ kinds: [9] }],
+  "search-count": searchFilters,
+  "wide-req": wideFilters,
+  "http-query": wideFilters,
 };
 
+// 8 hogs, each a thread of its own (one thread of 32 parallel requests for
+// `http-query`), looping `name` while the bystander measures.
 async function hogRow(name) {
-  const hogs = await Promise.all(Array.from({ length: 8 }, () => Client.connect(url, newKey())));
-  const outcomes = new Map();
-  let running = true;
-  const loops =
-    name === "http-query"
-      ? (() => {
-          const key = newKey();
-          return Array.from({ length: 32 }, async () => {
-            while (running) {
-              try {
-                const [status, body] = await postQuery(httpBase, key, wideFilters);
-                tally(outcomes, status === 200 ? "200" : `${status} ${prefixOf(JSON.parse(body).error ?? "")}`);
-              } catch {
-                tally(outcomes, "timeout");
-              }
-            }
-          });
-        })()
-      : hogs.map(async (c) => {
-          while (running) {
-            try {
-              tally(outcomes, await heavy[name](c));
-            } catch {
-              tally(outcomes, "timeout");
-            }
-          }
-        });
-  await sleep(500); // the hogs' reads are queued before the bystander starts
+  const threads = name === "http-query" ? 1 : 8;
+  const hogs = Array.from(
+    { length: threads },
+    () =>
+      new Worker(new URL("./hog-worker.mjs", import.meta.url), {
+        workerData: { url, httpBase, shape: name, filters: hogFilters[name], parallel: 32 },
+      }),
+  );
+  const reports = hogs.map((w) => new Promise((resolve) => w.once("message", resolve)));
+  await sleep(1000); // the hogs are connected and their reads queued before the bystander starts
   const cpu0 = cpuSeconds(child.pid);
   const seen = await bystander(setup);
   const cpu = cpuSeconds(child.pid) - cpu0;
-  running = false;
-  await Promise.allSettled(loops);
-  hogs.forEach((c) => c.close());
+  hogs.forEach((w) => w.postMessage("stop"));
+  const outcomes = new Map();
+  for (const report of await Promise.all(reports)) {
+    for (const [k, n] of Object.entries(report)) outcomes.set(k, (outcomes.get(k) ?? 0) + n);
+  }
+  await Promise.all(hogs.map((w) => w.terminate()));
   return { ...seen, outcomes, cpu };
 }
 
