@@ -131,7 +131,7 @@ impl StoredAnswer {
         };
         let community_id = self.community_id;
         self.store
-            .read(move |mut conn| load_events(&mut conn, community_id, &seqs))
+            .read_more(move |mut conn| load_events(&mut conn, community_id, &seqs))
             .await
             .map(Some)
     }
@@ -146,7 +146,7 @@ impl StoredAnswer {
         };
         let community_id = self.community_id;
         self.store
-            .read(move |mut conn| load_wire_events(&mut conn, community_id, &seqs))
+            .read_more(move |mut conn| load_wire_events(&mut conn, community_id, &seqs))
             .await
             .map(Some)
     }

@@ -25,6 +25,7 @@ pub mod purge;
 mod query;
 mod read_client;
 mod read_lanes;
+use read_lanes::Admission;
 mod read_slow;
 mod read_threads;
 mod readable_fn;
@@ -290,6 +291,26 @@ impl Store {
         R: Send + 'static,
         F: FnOnce(Conn<'_>) -> Result<R, Reason> + Send + 'static,
     {
+        self.read_as(Admission::Bounded, f).await
+    }
+
+    /// [`Store::read`] for the next page of an answer whose first read was admitted: it
+    /// waits its turn in the client's lane like any read, but the client's bound never
+    /// refuses it — an answer already begun (a `POST /query` whose 200 left, a REQ whose
+    /// first events left) is not cut because the same client asked for something else.
+    pub async fn read_more<R, F>(&self, f: F) -> Result<R, Reason>
+    where
+        R: Send + 'static,
+        F: FnOnce(Conn<'_>) -> Result<R, Reason> + Send + 'static,
+    {
+        self.read_as(Admission::Continuing, f).await
+    }
+
+    async fn read_as<R, F>(&self, admission: Admission, f: F) -> Result<R, Reason>
+    where
+        R: Send + 'static,
+        F: FnOnce(Conn<'_>) -> Result<R, Reason> + Send + 'static,
+    {
         let pool = self.inner.pool.clone();
         let timeout = self.inner.read_timeout;
         let job = move || match timeout {
@@ -311,7 +332,7 @@ impl Store {
         let answer = self
             .inner
             .reads
-            .spawn(ReadClient::current(), job)
+            .spawn_as(ReadClient::current(), admission, job)
             .map_err(|over| {
                 Reason::RateLimited(format!(
                     "{} reads already in flight for this client \

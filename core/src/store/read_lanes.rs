@@ -35,6 +35,19 @@ pub(super) struct Lanes<J> {
     bound: usize,
 }
 
+/// Whether a read may be refused by its client's bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Admission {
+    /// A new read (a REQ's keys, a COUNT, an HTTP request's first read): refused past
+    /// the bound.
+    Bounded,
+    /// The next page of an answer whose first read was admitted: it waits its turn in
+    /// the lane but is never refused, or an answer already begun (a `POST /query` whose
+    /// 200 left, a REQ whose first events left) would be cut by the client's other
+    /// requests. The answer's own length bounds how many such reads follow.
+    Continuing,
+}
+
 /// The client already has `bound` reads in flight.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct OverBound {
@@ -53,13 +66,28 @@ impl<J> Lanes<J> {
     }
 
     /// Count a new read of `client` in flight, unless it is over its bound.
+    #[cfg(test)]
     pub(super) fn admit(&mut self, client: &ReadClient) -> Result<(), OverBound> {
+        self.admit_as(client, Admission::Bounded)
+    }
+
+    /// Count a read of `client` in flight; `Admission::Continuing` (the next page of an
+    /// answer already begun) is never refused by the bound, only queued in turn.
+    pub(super) fn admit_as(
+        &mut self,
+        client: &ReadClient,
+        admission: Admission,
+    ) -> Result<(), OverBound> {
         let lane = self.lanes.entry(client.clone()).or_insert_with(|| Lane {
             queued: VecDeque::new(),
             in_flight: 0,
             served: 0,
         });
-        if self.bound > 0 && *client != ReadClient::Background && lane.in_flight >= self.bound {
+        if admission == Admission::Bounded
+            && self.bound > 0
+            && *client != ReadClient::Background
+            && lane.in_flight >= self.bound
+        {
             return Err(OverBound { bound: self.bound });
         }
         lane.in_flight += 1;
@@ -181,6 +209,10 @@ mod tests {
         lanes.admit(&b).expect("another client");
         lanes.finished(&a);
         lanes.admit(&a).expect("room again");
+        // The next page of an answer already begun is queued past the bound, not refused.
+        lanes
+            .admit_as(&a, Admission::Continuing)
+            .expect("a continuing read passes the bound");
         for _ in 0..10 {
             lanes.admit(&ReadClient::Background).expect("background");
         }

@@ -26,7 +26,7 @@
 //! from when a thread takes the read, not from when it was queued.
 
 use super::read_client::ReadClient;
-use super::read_lanes::{Lanes, OverBound};
+use super::read_lanes::{Admission, Lanes, OverBound};
 use super::read_slow::SlowReaders;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
@@ -134,9 +134,24 @@ impl ReadThreads {
 
     /// Run `f` on a read thread for `client`; its answer, or [`ReadLost`] if it
     /// panicked. Refused at once when `client` already has its bound of reads in flight.
+    #[cfg(test)]
     pub(super) fn spawn<R, F>(
         &self,
         client: ReadClient,
+        f: F,
+    ) -> Result<impl std::future::Future<Output = Result<R, ReadLost>> + use<R, F>, OverBound>
+    where
+        R: Send + 'static,
+        F: FnOnce() -> R + Send + 'static,
+    {
+        self.spawn_as(client, Admission::Bounded, f)
+    }
+
+    /// [`Self::spawn`], admitted as `admission` says (a continuing read passes the bound).
+    pub(super) fn spawn_as<R, F>(
+        &self,
+        client: ReadClient,
+        admission: Admission,
         f: F,
     ) -> Result<impl std::future::Future<Output = Result<R, ReadLost>> + use<R, F>, OverBound>
     where
@@ -154,7 +169,7 @@ impl ReadThreads {
             })
         });
         let mut state = self.shared.lock();
-        state.lanes.admit(&client)?;
+        state.lanes.admit_as(&client, admission)?;
         let idle = match state.slow.may_start(&client) {
             true => state.idle.pop(),
             false => None,
@@ -410,5 +425,26 @@ mod tests {
         assert_eq!(other.await.expect("read"), 4);
         let again = threads.spawn(client(1), || 5).expect("room again");
         assert_eq!(again.await.expect("read"), 5);
+    }
+
+    /// The next page of an answer already begun is never refused by its client's bound
+    /// (the answer would be cut half-sent): it waits its turn and is served.
+    #[tokio::test]
+    async fn a_continuing_read_passes_the_bound_and_waits_its_turn() {
+        let threads = ReadThreads::start(1, 1, Duration::ZERO).expect("start");
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let running = threads
+            .spawn(client(1), move || held.recv().is_ok())
+            .expect("first");
+        assert!(
+            threads.spawn(client(1), || 2).is_err(),
+            "a new read is refused"
+        );
+        let page = threads
+            .spawn_as(client(1), Admission::Continuing, || 3)
+            .expect("the next page is admitted past the bound");
+        release.send(()).expect("release");
+        assert!(running.await.expect("read"));
+        assert_eq!(page.await.expect("read"), 3);
     }
 }
