@@ -75,9 +75,16 @@ const rssKb = (field) => Number(new RegExp(`${field}:\\s+(\\d+)`).exec(readFileS
 
 const bystanderKey = newKey();
 const setup = await Client.connect(url, bystanderKey);
+// The history's channels (storage-bench names them "channel N"), never one a previous
+// run's search-memory row filled with 250 KB messages.
+const tagOf = (e, name) => e.tags.find((t) => t[0] === name)?.[1];
 const channels = [
-  ...new Set((await setup.req([{ kinds: [39000], limit: 100 }])).events.map((e) => e.tags.find((t) => t[0] === "d")[1])),
-];
+  ...new Set(
+    (await setup.req([{ kinds: [39000], limit: 500 }])).events
+      .filter((e) => tagOf(e, "name")?.startsWith("channel "))
+      .map((e) => tagOf(e, "d")),
+  ),
+].sort();
 if (channels.length === 0) throw new Error("no channels: give --history (a storage-bench file)");
 console.log(`relay pid ${child.pid}, ${databaseUrl.split(":")[0]}, ${channels.length} channels`);
 const nowSecs = Math.floor(Date.now() / 1000);
