@@ -397,6 +397,30 @@ async fn statistics_taken(relay: &TestRelay) {
     }
 }
 
+/// Should the plan read in answer order and stop at the limit? A REQ or NEG-OPEN whose
+/// lists hold one value each (and no tag but `#h`): its index is in answer order for it,
+/// so a sort means every match was read first — on PostgreSQL before 17, what an
+/// `= ANY` on an index's second column, or a second channel condition, did to a read of
+/// one channel (issue 39: 120-170 ms at 300k events for 20 rows).
+fn in_answer_order(shape: &Shape) -> bool {
+    if matches!(shape.verb, Verb::Count) {
+        return false;
+    }
+    let Some(fields) = shape.filter.as_object() else {
+        return false;
+    };
+    fields.iter().all(|(name, value)| match value {
+        Value::Array(values) => {
+            values.len() == 1 && name != "ids" && (name == "#h" || !name.starts_with('#'))
+        }
+        _ => true,
+    })
+}
+
+fn sorts(plan: &str) -> bool {
+    plan.contains("TEMP B-TREE FOR ORDER BY") || plan.contains("Sort")
+}
+
 /// One test for both backends, one after the other: the recording is process-wide.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_read_shape_is_served_by_its_index() {
@@ -438,7 +462,8 @@ async fn every_read_shape_is_served_by_its_index() {
                 let plan = plan(&relay, statement.clone()).await;
                 let walks_time = shape.index != "events_by_time" && plan.contains("events_by_time");
                 let scans = plan.contains("SCAN events") || plan.contains("Seq Scan on events");
-                if !plan.contains(shape.index) || walks_time || scans {
+                let sorts = in_answer_order(&shape) && sorts(&plan);
+                if !plan.contains(shape.index) || walks_time || scans || sorts {
                     wrong.push(format!(
                         "{:?} {:?} {} wants {}:\n  {statement}\n  {}",
                         shape.reader,

@@ -272,5 +272,20 @@ pub async fn import(
         tally.answered(n, ingest.settle_import(&ctx, p).await);
     }
     progress.end();
+    // PostgreSQL plans by the statistics autovacuum takes, late or (when it is off) never:
+    // a community imported whole would be planned as the empty table it was, and a read
+    // of one channel sorted the channel (issue 39). SQLite's writer takes them itself as
+    // the table grows (`store/planner_stats.rs`).
+    if matches!(
+        relay.services.store.backend(),
+        crate::store::Backend::Postgres
+    ) {
+        relay
+            .services
+            .store
+            .analyze()
+            .await
+            .map_err(|e| anyhow::anyhow!("refreshing planner statistics after the import: {e}"))?;
+    }
     Ok(tally.report)
 }

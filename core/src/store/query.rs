@@ -197,15 +197,27 @@ pub struct EventKey {
 
 /// Restrict a boxed `events` query to what the reader may see: the community, rows not
 /// deleted and not expired at `$now` (NIP-40), and the channels of `$scope` (through
-/// `$readable`). Evaluates to `None` when nothing can match.
+/// `$readable`). `$named`: the channels the request names (`#h`), if it names any — then
+/// this is the statement's one channel condition (named ∩ readable, no community-wide
+/// rows), so the planner sees a single `channel_id` equality and walks the channel index
+/// in answer order: a second, redundant `channel_id` condition made PostgreSQL multiply
+/// the two selectivities, underestimate the rows ~20× and sort the whole channel (issue
+/// 39). Evaluates to `None` when nothing can match.
 macro_rules! scoped {
-    ($q:expr, $scope:expr, $readable:expr, $now:expr) => {{
+    ($q:expr, $scope:expr, $readable:expr, $named:expr, $now:expr) => {{
         let now: i64 = $now;
+        let named: Option<&[String]> = $named;
         let q = $q
             .filter(events::community_id.eq($scope.community_id))
             .filter(events::deleted_at.is_null())
             .filter(events::expires_at.is_null().or(events::expires_at.gt(now)));
-        match (&$scope.channels, $scope.community_wide) {
+        // A filter naming channels never matches a community-wide row.
+        let wide = $scope.community_wide && named.is_none();
+        match (&$scope.channels, wide) {
+            (ChannelScope::All, _) if named.is_some() => {
+                let named = named.map(<[String]>::to_vec).unwrap_or_default();
+                Some(q.filter(one_of(events::channel_id, named)))
+            }
             (ChannelScope::All, true) => Some(q),
             (ChannelScope::All, false) => Some(q.filter(events::channel_id.is_not_null())),
             (ChannelScope::None, true) => Some(q.filter(events::channel_id.is_null())),
@@ -310,11 +322,10 @@ macro_rules! narrowed {
         for (name, values) in &filter.tags {
             if name == "h" {
                 // An event's channel is its `h` tag (ingest refuses a second one), so the
-                // channel index reads `#h` in answer order; the tag itself is checked on
+                // channel index reads `#h` in answer order, through the channel condition
+                // `scoped!` writes for the named channels; the tag itself is checked on
                 // the rows it yields (relay-signed group state holds its channel in `d`).
-                q = q
-                    .filter(one_of(events::channel_id, values.clone()))
-                    .filter(tag_on_row(name, values.clone()));
+                q = q.filter(tag_on_row(name, values.clone()));
                 continue;
             }
             q = q.filter(
@@ -380,7 +391,7 @@ pub fn query_keys(
                 length(events::content) + length(events::tags),
             ))
             .into_boxed();
-        let Some(q) = scoped!(q, scope, &readable, now) else {
+        let Some(q) = scoped!(q, scope, &readable, filter.channels(), now) else {
             return Ok(Vec::new());
         };
         narrowed!(q, filter, scope.community_id)
@@ -446,7 +457,7 @@ fn probe_wide(
             events::channel_id,
         ))
         .into_boxed();
-    let Some(q) = scoped!(q, &unscoped, &None::<Readable>, now) else {
+    let Some(q) = scoped!(q, &unscoped, &None::<Readable>, filter.channels(), now) else {
         return Ok(Some(Vec::new()));
     };
     let rows: Vec<(i64, i64, String, i32, Option<String>)> =
@@ -494,7 +505,7 @@ pub fn query_stamps(
         let q = events::table
             .select((events::created_at, events::id))
             .into_boxed();
-        let Some(q) = scoped!(q, scope, &readable, now) else {
+        let Some(q) = scoped!(q, scope, &readable, filter.channels(), now) else {
             return Ok(Vec::new());
         };
         narrowed!(q, filter, scope.community_id)
@@ -544,7 +555,7 @@ pub fn count_matching(
     let seqs: Vec<i64> = match conn {
         Conn::Sqlite(c) => {
             let q = events::table.select(events::seq).into_boxed();
-            let Some(mut q) = scoped!(q, scope, &readable, now) else {
+            let Some(mut q) = scoped!(q, scope, &readable, named.as_deref(), now) else {
                 return Ok(none);
             };
             let mut any = conditions!(diesel::sqlite::Sqlite, filters[0], community_id);
@@ -557,7 +568,7 @@ pub fn count_matching(
         }
         Conn::Pg(c) => {
             let q = events::table.select(events::seq).into_boxed();
-            let Some(mut q) = scoped!(q, scope, &readable, now) else {
+            let Some(mut q) = scoped!(q, scope, &readable, named.as_deref(), now) else {
                 return Ok(none);
             };
             let mut any = conditions!(diesel::pg::Pg, filters[0], community_id);

@@ -1,6 +1,6 @@
 //! "This row has a tag `name` with one of `values`", checked on the `events` row a plan
-//! already reached: `EXISTS (SELECT 1 FROM event_tags WHERE event_seq = events.seq AND
-//! name = ? AND value …)`, one probe of `event_tags`' primary key per row.
+//! already reached: `(EXISTS (SELECT 1 FROM event_tags WHERE event_seq = events.seq AND
+//! name = ? AND value …)) IS TRUE`, one probe of `event_tags`' primary key per row.
 //!
 //! Why not `seq IN (SELECT event_seq FROM event_tags WHERE …)` as for other tags: for
 //! `#h` that list is every message of the channel, so the planner either looks every one
@@ -8,6 +8,11 @@
 //! read that grows with the channel (issue 45). An event's channel is its `h` tag, so
 //! `#h` reads walk the channel index in answer order and check the tag on the few rows
 //! the limit lets through (`query.rs`).
+//!
+//! Why `(EXISTS …) IS TRUE`: PostgreSQL turns a bare `EXISTS` in the `WHERE` list into a
+//! semi-join with `event_tags`, estimates that join to leave a handful of rows, and then
+//! reads the whole channel and sorts it (a hash of every `h` tag of the channel, issue
+//! 39). Wrapped, it stays a per-row check on the rows the channel index yields in order.
 
 use super::one_of::{one_of, OneOf};
 use super::schema::{event_tags, events};
@@ -59,7 +64,7 @@ where
     events::seq: QueryFragment<DB>,
 {
     fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, DB>) -> QueryResult<()> {
-        out.push_sql("EXISTS (SELECT 1 FROM ");
+        out.push_sql("(EXISTS (SELECT 1 FROM ");
         out.push_identifier("event_tags")?;
         out.push_sql(" WHERE ");
         event_tags::event_seq.walk_ast(out.reborrow())?;
@@ -71,7 +76,7 @@ where
         out.push_bind_param::<Text, String>(&self.name)?;
         out.push_sql(" AND ");
         self.values.walk_ast(out.reborrow())?;
-        out.push_sql(")");
+        out.push_sql(")) IS TRUE");
         Ok(())
     }
 }
