@@ -461,7 +461,12 @@ async fn every_read_shape_is_served_by_its_index() {
             for statement in statements {
                 let plan = plan(&relay, statement.clone()).await;
                 let walks_time = shape.index != "events_by_time" && plan.contains("events_by_time");
-                let scans = plan.contains("SCAN events") || plan.contains("Seq Scan on events");
+                // A whole table read, or (PostgreSQL) the `#h` check made a hash of every
+                // `h` tag of the channel before the first row.
+                let scans = plan.contains("SCAN events")
+                    || plan.contains("Seq Scan on events")
+                    || plan.contains("Seq Scan on event_tags")
+                    || plan.contains("hashed SubPlan");
                 let sorts = in_answer_order(&shape) && sorts(&plan);
                 if !plan.contains(shape.index) || walks_time || scans || sorts {
                     wrong.push(format!(
