@@ -13,7 +13,8 @@
 //! settled by `ON CONFLICT DO NOTHING`, exactly as in the one-event path: a row not
 //! inserted is looked up and answered `Duplicate` or `Deleted`.
 
-use super::events::{known_id, InsertOutcome, MAX_INDEXED_TAG_VALUE};
+use super::events::{InsertOutcome, MAX_INDEXED_TAG_VALUE};
+use super::lookups::known_id;
 use crate::stored::StoredEvent;
 use buzz_nostr::event::Event;
 use diesel::pg::Pg;

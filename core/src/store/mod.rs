@@ -7,6 +7,7 @@
 
 pub mod channel_state;
 mod checkpoint;
+mod communities;
 mod conn;
 mod conn_state;
 mod error;
@@ -16,6 +17,7 @@ mod group_writes;
 mod identity;
 pub mod inspect;
 pub mod lifecycle;
+mod lookups;
 mod migrate;
 pub mod moderation;
 mod one_of;
@@ -42,12 +44,12 @@ pub use diesel::sqlite::SqliteConnection;
 pub use diesel_migrations::EmbeddedMigrations;
 pub use error::StoreError;
 pub use events::{
-    all_community_wide, apply_deletion, event_channel, event_home, event_known, insert_event,
-    insert_independent, replace_relay_event, soft_delete_event, stored_ids, DeletedRow,
-    InsertOutcome,
+    apply_deletion, insert_event, insert_independent, replace_relay_event, soft_delete_event,
+    DeletedRow, InsertOutcome,
 };
 pub use group_writes::{GroupRows, GroupWrites};
 pub use identity::recorded_identity;
+pub use lookups::{all_community_wide, event_channel, event_home, event_known, stored_ids};
 pub use migrate::{MigrationId, MigrationSet, MigrationStatus, Migrations};
 pub use query::{
     count_matching, load_events, load_wire_events, query_events, query_keys, query_stamps,
@@ -349,7 +351,7 @@ impl Store {
     /// Make sure a community row exists for `host`; returns its id.
     pub async fn ensure_community(&self, host: &str, name: &str) -> Result<i64, Reason> {
         let (host, name) = (host.to_owned(), name.to_owned());
-        self.write(move |conn| events::ensure_community(conn, &host, &name))
+        self.write(move |conn| communities::ensure_community(conn, &host, &name))
             .await
     }
 
