@@ -15,6 +15,7 @@ mod authority;
 mod cache;
 mod changes;
 mod facts;
+mod metrics;
 mod policies;
 mod read;
 mod standing;
@@ -38,6 +39,7 @@ use std::sync::Arc;
 pub(crate) use actions::classify;
 pub use anonymous::{auth_first, Readable, StoredCheck};
 pub use authority::Authority;
+pub use metrics::{PolicyLoads, PolicyMetrics};
 pub use policies::{reload_on_sighup, CommunityPolicies, CommunityScripts};
 
 pub struct AccessService {
@@ -52,7 +54,7 @@ pub struct AccessService {
     /// This service, for work moved onto a blocking thread (`read.rs`).
     me: std::sync::Weak<AccessService>,
     /// Policy verdicts per entry point, registered by the relay's `Metrics`.
-    metrics: crate::metrics::PolicyMetrics,
+    metrics: PolicyMetrics,
     /// Kinds built plugins declare always channel-scoped (`anonymous.rs`).
     plugin_channel_kinds: std::sync::OnceLock<Vec<u32>>,
 }
@@ -90,7 +92,7 @@ impl AccessService {
     }
 
     /// Policy verdict counts (allow/deny/error per entry point, rate-limit hits).
-    pub fn policy_metrics(&self) -> &crate::metrics::PolicyMetrics {
+    pub fn policy_metrics(&self) -> &PolicyMetrics {
         &self.metrics
     }
 
@@ -135,7 +137,7 @@ impl AccessService {
     }
 
     /// Load figures of the policy scripts (all zero when policies are disabled).
-    pub fn policy_loads(&self) -> crate::metrics::PolicyLoads {
+    pub fn policy_loads(&self) -> PolicyLoads {
         self.policies
             .as_ref()
             .map(|p| p.loads())

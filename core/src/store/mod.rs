@@ -63,6 +63,7 @@ pub use pool::StatementBounds;
 pub use read_client::ReadClient;
 use std::sync::Arc;
 use writer::Writer;
+pub use writer::WriterMetrics;
 
 /// A write [`Store::queue_event`] queued: awaiting it gives its answer, after the commit.
 pub struct QueuedWrite<R>(writer::Answer<R>);
@@ -283,7 +284,7 @@ impl Store {
     }
 
     /// The writer's figures (queue depth, batch sizes), for the relay's metrics.
-    pub fn writer_metrics(&self) -> &crate::metrics::WriterMetrics {
+    pub fn writer_metrics(&self) -> &WriterMetrics {
         self.inner.writer.metrics()
     }
 
