@@ -217,7 +217,7 @@ fn rate_limiter(
     let call = Duration::from_millis(settings.policies.call_timeout_ms.max(1));
     let limiter = RedisRateLimiter::new(&settings.storage.redis_url, prefix)
         .context("storage.redis_url")?
-        .with_timeout(crate::relay::redis_deadline(settings).min(call));
+        .with_timeout(settings.storage.redis_deadline().min(call));
     Ok(Arc::new(limiter))
 }
 
