@@ -174,7 +174,7 @@ impl Ingest {
             return self.commit(ctx, event, now).await;
         }
         // What the author cannot read answers like what does not exist.
-        channels::unseen::refuse_unreadable(
+        crate::access::unseen::refuse_unreadable(
             &self.services.store,
             &self.services.access,
             ctx,

@@ -19,6 +19,7 @@ mod metrics;
 mod policies;
 mod read;
 mod standing;
+pub mod unseen;
 
 use crate::clock::Clock;
 use crate::community::Community;
@@ -267,7 +268,7 @@ impl AccessService {
         if event.kind == buzz_nostr::kinds::JOIN
             && channel_id.is_some_and(|ch| person.channels.contains_key(ch))
         {
-            return Err(Reason::Duplicate(crate::channels::ALREADY_MEMBER.into()));
+            return Err(Reason::Duplicate(buzz_nostr::kinds::ALREADY_MEMBER.into()));
         }
         let channel = match channel_id {
             Some(id) => {
