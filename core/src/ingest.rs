@@ -9,10 +9,10 @@
 //! event, then relay-signed events the transaction produced), then observers.
 
 use crate::channels;
-use crate::ctx::ConnCtx;
+use crate::ctx::{ConnCtx, WriteCtx};
 use crate::error::Reason;
 use crate::metrics::Ingested;
-use crate::plugin::{Plugin, Services, Tx, WriteCtx};
+use crate::plugin::{Plugin, Services, Tx};
 use crate::store::{InsertOutcome, QueuedWrite};
 use crate::stored::StoredEvent;
 use buzz_nostr::event::{Event, EventLimits, KindClass};

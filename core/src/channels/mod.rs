@@ -9,8 +9,8 @@ pub mod group_state;
 pub mod roles;
 pub mod validate;
 
+use crate::ctx::WriteCtx;
 use crate::error::Reason;
-use crate::plugin::WriteCtx;
 use crate::store::channel_state as state;
 use crate::store::threads as thread_rows;
 use crate::store::{apply_deletion, event_home, soft_delete_event, Conn, GroupWrites};

@@ -68,7 +68,7 @@ use crate::access::AccessService;
 use crate::clock::Clock;
 use crate::community::Community;
 use crate::config::Settings;
-use crate::ctx::ConnCtx;
+use crate::ctx::{ConnCtx, WriteCtx};
 use crate::error::Reason;
 use crate::live::LiveBus;
 pub use crate::live::LiveCondition;
@@ -104,20 +104,6 @@ pub struct Services {
     pub communities: Arc<[Arc<Community>]>,
     /// This relay's figures (`GET /metrics`); a plugin may count through it.
     pub metrics: Arc<crate::metrics::Metrics>,
-}
-
-/// Facts available inside the storage transaction.
-#[derive(Debug, Clone)]
-pub struct WriteCtx {
-    pub community_id: i64,
-    /// The authenticated pubkey of the writer, if any.
-    pub pubkey: Option<String>,
-    /// Relay time of the write, microseconds.
-    pub now_micros: i64,
-    /// An owner's import (`buzz-relay import`): the relay's records that follow another
-    /// event (the 9000/9001 after a join or leave) come from the file, so they are not
-    /// derived again — the same change never gets two records.
-    pub imported: bool,
 }
 
 /// An event's storage transaction, as an in-transaction hook sees it.
