@@ -55,11 +55,13 @@
 
 mod admin;
 mod manifest;
+mod plain_reads;
 mod routes;
 mod settings;
 
 pub use admin::{AdminPanel, AdminTable};
 pub use manifest::{PluginCatalog, PluginEntry, PluginManifest, PluginMigrations};
+pub use plain_reads::PlainReads;
 pub use routes::{
     DeclaredRoute, PluginRequest, PluginResponse, Route, RouteAuth, RouteHandler, RouteMethod,
 };
@@ -72,7 +74,6 @@ use crate::ctx::{ConnCtx, WriteCtx};
 use crate::error::Reason;
 use crate::live::LiveBus;
 pub use crate::live::LiveCondition;
-use crate::query::QueryService;
 pub use crate::store::purge::PurgedEvent;
 use crate::store::threads::Placed;
 pub use crate::store::GroupRows;
@@ -313,7 +314,7 @@ pub trait Plugin: Send + Sync + 'static {
     /// another (state kept per connection is keyed by it and dropped in
     /// [`Plugin::connection_closed`]). Returns the relay messages to send back, in order,
     /// each a JSON array; an `Err` is sent as a `NOTICE`. What it reads goes through the
-    /// checks of every read path — `queries`' [`QueryService::check_plain`] (bounds,
+    /// checks of every read path — `queries`' [`PlainReads::check_plain`] (bounds,
     /// core's anonymous rule, every plugin's `check_filter`), then the caller's scope from
     /// [`Services::access`] — so the auth rules of REQ hold for it too.
     async fn answer_message(
@@ -321,7 +322,7 @@ pub trait Plugin: Send + Sync + 'static {
         _ctx: &ConnCtx,
         _connection: u64,
         _message: Vec<Value>,
-        _queries: &QueryService,
+        _queries: &dyn PlainReads,
     ) -> Result<Vec<Value>, Reason> {
         Err(Reason::Internal(anyhow::anyhow!(
             "plugin {} declares message verbs but does not answer them",
