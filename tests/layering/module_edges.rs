@@ -10,16 +10,16 @@ use std::path::Path;
 
 /// One reference from a file of module `from` to the top-level module `to`.
 #[derive(Debug, Clone)]
-pub struct Edge {
-    pub from: String,
-    pub to: String,
+pub(crate) struct Edge {
+    pub(crate) from: String,
+    pub(crate) to: String,
     /// `core/src/…:line`.
-    pub at: String,
+    pub(crate) at: String,
 }
 
 /// The top-level modules of the crate whose root is `src/lib.rs`: one per `.rs` file or
 /// directory beside it.
-pub fn top_level_modules(src: &Path) -> BTreeSet<String> {
+pub(crate) fn top_level_modules(src: &Path) -> BTreeSet<String> {
     let mut modules = BTreeSet::new();
     for entry in std::fs::read_dir(src).expect("core/src lists").flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
@@ -32,7 +32,7 @@ pub fn top_level_modules(src: &Path) -> BTreeSet<String> {
 }
 
 /// Every edge between two different top-level modules under `src`.
-pub fn edges(src: &Path, shown_as: &str) -> Vec<Edge> {
+pub(crate) fn edges(src: &Path, shown_as: &str) -> Vec<Edge> {
     let modules = top_level_modules(src);
     let mut files = Vec::new();
     rust_files(src, &mut files);
@@ -169,7 +169,7 @@ fn scan(
 
 /// The modules of every cycle (strongly connected component of more than one module),
 /// each sorted, by Tarjan's algorithm.
-pub fn cycles(edges: &[Edge]) -> Vec<Vec<String>> {
+pub(crate) fn cycles(edges: &[Edge]) -> Vec<Vec<String>> {
     let mut next: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
     for edge in edges {
         next.entry(&edge.from).or_default().insert(&edge.to);
