@@ -7,7 +7,12 @@
 //! - `buzz-nostr` (core/nostr) holds the protocol and depends on no runtime, database,
 //!   server, cache or script engine; store builds on it, never on `channels`; config
 //!   parses without the plugin catalog; everyone takes protocol types from it;
-//! - the repository's docs and code never point at files that are not in it.
+//! - the repository's docs and code never point at files that are not in it;
+//! - `buzz-core`'s top-level modules import each other only downward, along the table of
+//!   allowed edges below ([`LAYERS`]), so they never form a cycle.
+
+#[path = "layering/module_edges.rs"]
+mod module_edges;
 
 use std::path::{Path, PathBuf};
 
@@ -296,5 +301,71 @@ fn plugins_and_tools_take_protocol_types_from_the_protocol_crate() {
         hits.is_empty(),
         "protocol types through buzz_core (they are buzz_nostr's):\n{}",
         hits.join("\n")
+    );
+}
+
+/// `buzz-core`'s top-level modules, bottom layer first. A module may refer to modules of
+/// lower layers only, and to one of its own layer only where [`SIDEWAYS`] lists the pair;
+/// a new module must be placed here before it builds. ARCHITECTURE.md's "Allowed edges"
+/// says why each layer sits where it does.
+const LAYERS: &[&[&str]] = &[
+    // What everything takes: failures, settings, the stored event, time, the key file.
+    &["error", "config", "stored", "clock", "relay_key", "nips"],
+    // Storage and Redis, and host → community.
+    &["store", "redis_link", "community"],
+    // The shared services built on them; a connection's context.
+    &["live", "replay", "ctx"],
+    // Who may do what, what channel events mean, NIP-98.
+    &["access", "channels", "auth"],
+    // The registry that registers the store's and the access service's own handles.
+    &["metrics"],
+    // The plugin API (it hands plugins the services below).
+    &["plugin"],
+    // The pipelines that run plugins' hooks.
+    &["query", "ingest", "expiry"],
+    &["nip86"],
+    &["http"],
+    // Wiring it all together.
+    &["relay"],
+    // What runs a relay: storage commands through the pipelines, the test kit.
+    &["lifecycle", "testkit"],
+];
+
+/// Pairs `(from, to)` of one layer that may refer to each other in that direction.
+const SIDEWAYS: &[(&str, &str)] = &[];
+
+#[test]
+fn core_modules_import_only_downward() {
+    let src = root().join("core/src");
+    let layer_of = |module: &str| LAYERS.iter().position(|layer| layer.contains(&module));
+    let mut problems = Vec::new();
+    for module in module_edges::top_level_modules(&src) {
+        if layer_of(&module).is_none() {
+            problems.push(format!(
+                "core/src/{module}: a top-level module with no layer in LAYERS"
+            ));
+        }
+    }
+    let edges = module_edges::edges(&src, "core/src");
+    for edge in &edges {
+        let (Some(from), Some(to)) = (layer_of(&edge.from), layer_of(&edge.to)) else {
+            continue;
+        };
+        let allowed =
+            to < from || (to == from && SIDEWAYS.contains(&(edge.from.as_str(), edge.to.as_str())));
+        if !allowed {
+            problems.push(format!(
+                "{}: {} (layer {from}) refers to {} (layer {to})",
+                edge.at, edge.from, edge.to
+            ));
+        }
+    }
+    for cycle in module_edges::cycles(&edges) {
+        problems.push(format!("cycle among core modules: {}", cycle.join(", ")));
+    }
+    assert!(
+        problems.is_empty(),
+        "core's modules import against the layer table (tests/layering.rs LAYERS):\n{}",
+        problems.join("\n")
     );
 }

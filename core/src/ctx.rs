@@ -1,4 +1,5 @@
-//! Who is asking: the request context every hook and service receives.
+//! Who is asking: the request context every hook and service receives, and the facts a
+//! write carries into its storage transaction.
 
 use crate::community::Community;
 use std::net::IpAddr;
@@ -35,4 +36,19 @@ impl ConnCtx {
     pub fn is_authenticated(&self) -> bool {
         self.pubkey.is_some()
     }
+}
+
+/// Facts available inside the storage transaction (core's channel rules and plugins'
+/// in-transaction hooks read them).
+#[derive(Debug, Clone)]
+pub struct WriteCtx {
+    pub community_id: i64,
+    /// The authenticated pubkey of the writer, if any.
+    pub pubkey: Option<String>,
+    /// Relay time of the write, microseconds.
+    pub now_micros: i64,
+    /// An owner's import (`buzz-relay import`): the relay's records that follow another
+    /// event (the 9000/9001 after a join or leave) come from the file, so they are not
+    /// derived again — the same change never gets two records.
+    pub imported: bool,
 }

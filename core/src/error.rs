@@ -164,18 +164,6 @@ impl From<buzz_nostr::error::Refusal> for Reason {
     }
 }
 
-impl From<crate::store::StoreError> for Reason {
-    fn from(err: crate::store::StoreError) -> Self {
-        match err.transient() {
-            Some(text) => {
-                tracing::warn!(error = %err, "storage temporarily unavailable");
-                Reason::Unavailable(text.to_owned())
-            }
-            None => Reason::Internal(anyhow::Error::new(err)),
-        }
-    }
-}
-
 /// Result type of every request-facing operation.
 pub type Outcome<T> = Result<T, Reason>;
 

@@ -9,9 +9,10 @@
 //! event, then relay-signed events the transaction produced), then observers.
 
 use crate::channels;
-use crate::ctx::ConnCtx;
+use crate::ctx::{ConnCtx, WriteCtx};
 use crate::error::Reason;
-use crate::plugin::{Plugin, Services, Tx, WriteCtx};
+use crate::metrics::Ingested;
+use crate::plugin::{Plugin, Services, Tx};
 use crate::store::{InsertOutcome, QueuedWrite};
 use crate::stored::StoredEvent;
 use buzz_nostr::event::{Event, EventLimits, KindClass};
@@ -64,6 +65,17 @@ pub struct Accepted {
     pub message: String,
 }
 
+impl Accepted {
+    /// The metrics' outcome label: an `OK true` with a message is a duplicate.
+    fn counted_as(&self) -> Ingested {
+        if self.message.is_empty() {
+            Ingested::Accepted
+        } else {
+            Ingested::Duplicate
+        }
+    }
+}
+
 pub struct Ingest {
     services: Services,
     plugins: Arc<[Arc<dyn Plugin>]>,
@@ -106,7 +118,9 @@ impl Ingest {
     pub async fn submit(&self, ctx: &ConnCtx, event: Event) -> Result<Accepted, Reason> {
         let started = std::time::Instant::now();
         let outcome = self.submit_checked(ctx, event, true).await;
-        self.services.metrics.ingested(started, &outcome);
+        self.services
+            .metrics
+            .ingested(started, outcome.as_ref().map(Accepted::counted_as));
         outcome
     }
 
@@ -122,7 +136,9 @@ impl Ingest {
     ) -> Result<Accepted, Reason> {
         let started = std::time::Instant::now();
         let outcome = self.submit_checked(ctx, event, false).await;
-        self.services.metrics.ingested(started, &outcome);
+        self.services
+            .metrics
+            .ingested(started, outcome.as_ref().map(Accepted::counted_as));
         outcome
     }
 
@@ -158,7 +174,7 @@ impl Ingest {
             return self.commit(ctx, event, now).await;
         }
         // What the author cannot read answers like what does not exist.
-        channels::unseen::refuse_unreadable(
+        crate::access::unseen::refuse_unreadable(
             &self.services.store,
             &self.services.access,
             ctx,

@@ -21,7 +21,7 @@ use crate::config::LimitSettings;
 use crate::ctx::ConnCtx;
 use crate::error::Reason;
 use crate::live::LiveCondition;
-use crate::plugin::{Plugin, QueryAnswer, Services};
+use crate::plugin::{PlainReads, Plugin, QueryAnswer, Services};
 use crate::store::{count_matching, query_keys, Count, WireEvent};
 use buzz_nostr::event::Event;
 use buzz_nostr::filter::Filter;
@@ -267,6 +267,20 @@ impl QueryService {
             }
         }
         Ok((result, first_page))
+    }
+}
+
+/// Plugins' message verbs check their filters through the query service without the
+/// plugin API naming it.
+#[async_trait::async_trait]
+impl PlainReads for QueryService {
+    async fn check_plain(
+        &self,
+        ctx: &ConnCtx,
+        filters: Vec<Filter>,
+        verb: &str,
+    ) -> Result<Vec<Filter>, Reason> {
+        QueryService::check_plain(self, ctx, filters, verb).await
     }
 }
 

@@ -344,7 +344,7 @@ async fn connect_shared(
         redis::Client::open(settings.storage.redis_url.as_str()).context("storage.redis_url")?;
     // One attempt within the deadline, so a refused port is reported as refused at once
     // (retrying with back-off would only turn it into "no answer").
-    let link = RedisLink::connect(client, redis_deadline(settings))
+    let link = RedisLink::connect(client, settings.storage.redis_deadline())
         .await
         .with_context(|| format!("connecting to redis at {}", settings.storage.redis_url))?;
     let link = Arc::new(link);
@@ -356,11 +356,6 @@ async fn connect_shared(
         Arc::new(RedisReplayGuard::new(link.clone(), prefix)),
         Some(link),
     ))
-}
-
-/// `storage.redis_timeout_ms`: the deadline of every Redis operation.
-pub(crate) fn redis_deadline(settings: &Settings) -> std::time::Duration {
-    std::time::Duration::from_millis(settings.storage.redis_timeout_ms.max(1))
 }
 
 /// Load every community's policies (unless disabled) and reload them on SIGHUP.

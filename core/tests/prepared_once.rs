@@ -14,7 +14,7 @@ use buzz_core::testkit::statements::{
 use buzz_core::testkit::{now, tag, TestBackend, TestRelay};
 use buzz_nostr::keys::Keys;
 
-/// The storage writer thread's name (`store/writer.rs`).
+/// The storage writer thread's name (`store/writer/mod.rs`).
 const WRITER_THREAD: &str = "buzz-store-writer";
 
 /// One test for both backends, one after the other: the recording is process-wide.

@@ -1,5 +1,7 @@
 //! How channel events spell privacy and roles, read in one place so that the check
-//! before storage and the change of the rows never disagree.
+//! before storage and the change of the rows never disagree; and how they name what they
+//! act on (a channel by lowercase UUID, a target by its last `e`, a member by its first
+//! `p`), which the relay's checks, its access rules and plugins read alike.
 //!
 //! Ours: a 9007/9002 flag tag `["private"]` (a 9002 also `["open"]`) and a 9000
 //! `["p", pubkey, role]`. Clients of the design this relay follows also send
@@ -11,6 +13,28 @@
 use crate::error::Refusal;
 use crate::event::Event;
 use crate::kinds::ROLES;
+
+/// A lowercase hyphenated UUID (`8-4-4-4-12` hex digits).
+pub fn is_lowercase_uuid(v: &str) -> bool {
+    let groups: Vec<&str> = v.split('-').collect();
+    groups.len() == 5
+        && groups.iter().zip([8, 4, 4, 4, 12]).all(|(g, n)| {
+            g.len() == n
+                && g.bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        })
+}
+
+/// The event a reaction, edit, diff or moderator removal targets: its last `e` tag
+/// (NIP-25 convention).
+pub fn target_id(event: &Event) -> Option<&str> {
+    event.tag_values("e").last()
+}
+
+/// The member a membership or moderation event names: its first `p` tag.
+pub fn member_of(event: &Event) -> Option<&str> {
+    event.tag_value("p")
+}
 
 /// What a refused privacy tag is told: the tags this relay reads.
 const PRIVACY_SPELLINGS: &str = "privacy is a [\"private\"] or [\"open\"] tag, or \

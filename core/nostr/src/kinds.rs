@@ -17,6 +17,9 @@ pub const MODERATE_REMOVE: u32 = 9_005;
 pub const DELETE_CHANNEL: u32 = 9_008;
 pub const JOIN: u32 = 9_021;
 pub const LEAVE: u32 = 9_022;
+/// What a member joining again is told (by the access service before any policy, and by
+/// the channel rules in the transaction).
+pub const ALREADY_MEMBER: &str = "already a member of this channel";
 pub const AUTHOR_DELETE: u32 = 5;
 
 /// Community moderation (not channel-scoped; authored by community owners).

@@ -34,10 +34,10 @@
 //! refused `auth-required:` before anything is read.
 
 use super::AccessService;
-use crate::channels::validate::is_lowercase_uuid;
 use crate::ctx::ConnCtx;
 use crate::error::Reason;
 use crate::store::Conn;
+use buzz_nostr::channel_tags::is_lowercase_uuid;
 use buzz_nostr::filter::Filter;
 use buzz_nostr::kinds::{requires_channel, GROUP_STATE};
 

@@ -2,8 +2,8 @@
 //! refreshed for exactly that — one channel, one person's membership, one person's
 //! standing — instead of being dropped for everyone.
 
-use crate::channels::validate::member_of;
 use crate::stored::StoredEvent;
+use buzz_nostr::channel_tags::member_of;
 use buzz_nostr::kinds::*;
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -15,9 +15,11 @@ mod authority;
 mod cache;
 mod changes;
 mod facts;
+mod metrics;
 mod policies;
 mod read;
 mod standing;
+pub mod unseen;
 
 use crate::clock::Clock;
 use crate::community::Community;
@@ -38,6 +40,7 @@ use std::sync::Arc;
 pub(crate) use actions::classify;
 pub use anonymous::{auth_first, Readable, StoredCheck};
 pub use authority::Authority;
+pub use metrics::{PolicyLoads, PolicyMetrics};
 pub use policies::{reload_on_sighup, CommunityPolicies, CommunityScripts};
 
 pub struct AccessService {
@@ -52,7 +55,7 @@ pub struct AccessService {
     /// This service, for work moved onto a blocking thread (`read.rs`).
     me: std::sync::Weak<AccessService>,
     /// Policy verdicts per entry point, registered by the relay's `Metrics`.
-    metrics: crate::metrics::PolicyMetrics,
+    metrics: PolicyMetrics,
     /// Kinds built plugins declare always channel-scoped (`anonymous.rs`).
     plugin_channel_kinds: std::sync::OnceLock<Vec<u32>>,
 }
@@ -90,7 +93,7 @@ impl AccessService {
     }
 
     /// Policy verdict counts (allow/deny/error per entry point, rate-limit hits).
-    pub fn policy_metrics(&self) -> &crate::metrics::PolicyMetrics {
+    pub fn policy_metrics(&self) -> &PolicyMetrics {
         &self.metrics
     }
 
@@ -135,7 +138,7 @@ impl AccessService {
     }
 
     /// Load figures of the policy scripts (all zero when policies are disabled).
-    pub fn policy_loads(&self) -> crate::metrics::PolicyLoads {
+    pub fn policy_loads(&self) -> PolicyLoads {
         self.policies
             .as_ref()
             .map(|p| p.loads())
@@ -265,7 +268,7 @@ impl AccessService {
         if event.kind == buzz_nostr::kinds::JOIN
             && channel_id.is_some_and(|ch| person.channels.contains_key(ch))
         {
-            return Err(Reason::Duplicate(crate::channels::ALREADY_MEMBER.into()));
+            return Err(Reason::Duplicate(buzz_nostr::kinds::ALREADY_MEMBER.into()));
         }
         let channel = match channel_id {
             Some(id) => {

@@ -170,9 +170,9 @@ impl CommunityPolicies {
     }
 
     /// Load figures of the enforced scripts for `/metrics`.
-    pub fn loads(&self) -> crate::metrics::PolicyLoads {
+    pub fn loads(&self) -> super::PolicyLoads {
         let enforced = || self.by_host.values().map(|r| &r.enforced);
-        crate::metrics::PolicyLoads {
+        super::PolicyLoads {
             generation: self.generation(),
             loaded_at: enforced().map(|e| e.loaded_at()).max().unwrap_or(0),
             failed_reloads: enforced().map(|e| e.failed_reloads()).sum(),
@@ -217,7 +217,7 @@ fn rate_limiter(
     let call = Duration::from_millis(settings.policies.call_timeout_ms.max(1));
     let limiter = RedisRateLimiter::new(&settings.storage.redis_url, prefix)
         .context("storage.redis_url")?
-        .with_timeout(crate::relay::redis_deadline(settings).min(call));
+        .with_timeout(settings.storage.redis_deadline().min(call));
     Ok(Arc::new(limiter))
 }
 

@@ -7,15 +7,15 @@
 
 pub mod group_state;
 pub mod roles;
-pub mod unseen;
 pub mod validate;
 
+use crate::ctx::WriteCtx;
 use crate::error::Reason;
-use crate::plugin::WriteCtx;
 use crate::store::channel_state as state;
 use crate::store::threads as thread_rows;
 use crate::store::{apply_deletion, event_home, soft_delete_event, Conn, GroupWrites};
 use crate::stored::StoredEvent;
+use buzz_nostr::channel_tags::{member_of, target_id};
 use buzz_nostr::event::Event;
 use buzz_nostr::keys::Keys;
 use buzz_nostr::kinds::*;
@@ -80,7 +80,7 @@ pub fn apply(
     };
     // Every other channel-scoped event needs a live channel.
     writes.live_channel(conn, cid, ch, now)?;
-    let member = validate::member_of(event);
+    let member = member_of(event);
     let produced = match event.kind {
         EDIT_CHANNEL => {
             state::edit_channel(conn, cid, ch, event)?;
@@ -132,13 +132,13 @@ pub fn apply(
             Ok(Vec::new())
         }
         MODERATE_REMOVE => {
-            let target = validate::target_id(event).unwrap_or_default();
+            let target = target_id(event).unwrap_or_default();
             require_in_channel(conn, cid, target, ch)?;
             soft_delete(conn, cid, target, now)?;
             Ok(Vec::new())
         }
         k if TARGETING.contains(&k) => {
-            let target = validate::target_id(event).unwrap_or_default();
+            let target = target_id(event).unwrap_or_default();
             let author = require_in_channel(conn, cid, target, ch)?;
             if k == EDIT_MESSAGE && author != event.pubkey {
                 return Err(Reason::Restricted(ONLY_THE_AUTHOR_EDITS.into()));
@@ -157,9 +157,6 @@ pub fn apply(
     }?;
     Ok(Applied::from(produced))
 }
-
-/// What a member joining again is told (also by the access service, before any policy).
-pub const ALREADY_MEMBER: &str = "already a member of this channel";
 
 /// The relay's own 9000 after a join, or 9001 after a leave, naming the member: NIP-29
 /// clients read membership from the latest of these ("the relay will automatically
@@ -218,7 +215,7 @@ fn require_in_channel(
 }
 
 /// What an edit of someone else's message is told. Only readers of the channel get this
-/// far (`unseen.rs` answers the others as if the target were missing), so it tells
+/// far (`access/unseen.rs` answers the others as if the target were missing), so it tells
 /// nothing they could not read.
 pub const ONLY_THE_AUTHOR_EDITS: &str = "only a message's author may edit it";
 
@@ -250,7 +247,7 @@ fn community_admin(
     by: &str,
     now: i64,
 ) -> Result<(), Reason> {
-    let who = validate::member_of(event).unwrap_or_default();
+    let who = member_of(event).unwrap_or_default();
     let sanction = |kind, until| state::Sanction {
         pubkey: who,
         kind,

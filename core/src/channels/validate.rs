@@ -1,7 +1,7 @@
 //! Structural checks of channel and community events, before any storage or policy.
 
 use crate::error::Reason;
-use buzz_nostr::channel_tags::{requested_privacy, requested_role};
+use buzz_nostr::channel_tags::{is_lowercase_uuid, requested_privacy, requested_role, target_id};
 use buzz_nostr::event::Event;
 use buzz_nostr::kinds::*;
 
@@ -9,17 +9,6 @@ fn is_hex64(v: &str) -> bool {
     v.len() == 64
         && v.bytes()
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-}
-
-/// A lowercase hyphenated UUID (`8-4-4-4-12` hex digits).
-pub fn is_lowercase_uuid(v: &str) -> bool {
-    let groups: Vec<&str> = v.split('-').collect();
-    groups.len() == 5
-        && groups.iter().zip([8, 4, 4, 4, 12]).all(|(g, n)| {
-            g.len() == n
-                && g.bytes()
-                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-        })
 }
 
 /// Why `id` cannot name a new channel, in words a client author can act on: NIP-CW and
@@ -31,17 +20,6 @@ fn not_a_channel_id(id: &str) -> Reason {
          0f8b7e3c-1d2a-4b5c-9e8f-123456789abc); {shown:?} is not one: send the 9007 with a \
          freshly generated UUID v4, lowercased, as its h tag"
     ))
-}
-
-/// The event a reaction, edit, diff or moderator removal targets: its last `e` tag
-/// (NIP-25 convention).
-pub fn target_id(event: &Event) -> Option<&str> {
-    event.tag_values("e").last()
-}
-
-/// The member a membership or moderation event names: its first `p` tag.
-pub fn member_of(event: &Event) -> Option<&str> {
-    event.tag_value("p")
 }
 
 /// Reject malformed channel and community events.

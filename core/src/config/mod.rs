@@ -114,6 +114,15 @@ pub struct StorageSettings {
     pub expired_purge_batch: u32,
 }
 
+impl StorageSettings {
+    /// `redis_timeout_ms` as the deadline of every Redis operation (at least 1 ms: a zero
+    /// socket timeout is refused). Here, with the setting, so the relay's wiring and the
+    /// access service's rate limiters read it alike.
+    pub fn redis_deadline(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.redis_timeout_ms.max(1))
+    }
+}
+
 #[derive(Debug, Clone, Deserialize)]
 pub struct RelaySettings {
     pub data_dir: PathBuf,

@@ -3,14 +3,17 @@
 //!
 //! One [`Metrics`] per relay (tests run many relays in one process, each with its own
 //! figures). Components that exist before it (the store's writer, the access service)
-//! own their handles ([`WriterMetrics`], [`PolicyMetrics`]) and [`Metrics::new`]
-//! registers those same handles, so nothing has to be wired twice.
+//! own their handles, defined beside them ([`WriterMetrics`] in the store's writer,
+//! [`PolicyMetrics`] in the access service, so neither imports this registry), and
+//! [`Metrics::new`] registers those same handles, so nothing has to be wired twice.
 //!
 //! **Privacy rule:** labels are small closed sets — an outcome, an error prefix, an entry
 //! point, a plugin or method name. No payload, pubkey, channel, event id or read
 //! position is ever a label (`tests/metrics.rs` checks the whole scrape).
 
+use crate::access::{PolicyLoads, PolicyMetrics};
 use crate::error::Reason;
+use crate::store::WriterMetrics;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -40,73 +43,14 @@ fn two(n1: &'static str, v1: &'static str, n2: &'static str, v2: &'static str) -
 
 type Counters = Family<Labels, Counter>;
 
-/// The group-committing writer's figures; the writer owns them (`store/writer.rs`).
-#[derive(Clone, Debug)]
-pub struct WriterMetrics {
-    /// Jobs submitted and not yet taken into a batch.
-    pub queue_depth: Gauge,
-    /// Jobs per committed or failed batch.
-    pub batch_size: Histogram,
-    /// Batches by `outcome` (`committed`, `failed`).
-    pub batches: Counters,
-}
-
-impl Default for WriterMetrics {
-    fn default() -> Self {
-        WriterMetrics {
-            queue_depth: Gauge::default(),
-            batch_size: Histogram::new(exponential_buckets(1.0, 2.0, 10)),
-            batches: Counters::default(),
-        }
-    }
-}
-
-impl WriterMetrics {
-    pub fn batch(&self, jobs: usize, committed: bool) {
-        self.batch_size.observe(jobs as f64);
-        let outcome = if committed { "committed" } else { "failed" };
-        self.batches.get_or_create(&one("outcome", outcome)).inc();
-    }
-}
-
-/// Policy decisions; the access service owns them (`access/mod.rs`).
-#[derive(Clone, Debug, Default)]
-pub struct PolicyMetrics {
-    /// Calls by `entry_point` (`can_read`, `can_write`) and `verdict` (`allow`, `deny`,
-    /// `error`).
-    pub decisions: Counters,
-    /// Denials that were rate limits, by `entry_point`.
-    pub rate_limited: Counters,
-}
-
-impl PolicyMetrics {
-    /// Count one policy call's outcome.
-    pub fn record(&self, entry_point: &'static str, outcome: &Result<(), Reason>) {
-        let verdict = match outcome {
-            Ok(()) => "allow",
-            Err(Reason::PolicyFailure(_)) => "error",
-            Err(_) => "deny",
-        };
-        self.decisions
-            .get_or_create(&two("entry_point", entry_point, "verdict", verdict))
-            .inc();
-        if matches!(outcome, Err(Reason::RateLimited(_))) {
-            self.rate_limited
-                .get_or_create(&one("entry_point", entry_point))
-                .inc();
-        }
-    }
-}
-
-/// The policy engines' load figures, read at scrape time.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct PolicyLoads {
-    /// Successful loads and reloads, summed over communities.
-    pub generation: u64,
-    /// Unix seconds of the latest successful load (0: policies disabled).
-    pub loaded_at: u64,
-    /// Reloads that failed, summed over communities.
-    pub failed_reloads: u64,
+/// An event the ingest pipeline answered `OK true` for, as its `outcome` label counts it
+/// (the pipeline says which; this registry sits below it and knows no pipeline type).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ingested {
+    /// Stored (or, for ephemeral kinds, delivered).
+    Accepted,
+    /// Already stored: `OK true` with a `duplicate:` message.
+    Duplicate,
 }
 
 /// Every figure of one relay process.
@@ -295,11 +239,11 @@ impl Metrics {
     }
 
     /// One event's trip through the ingest pipeline.
-    pub fn ingested(&self, started: Instant, outcome: &Result<crate::ingest::Accepted, Reason>) {
+    pub fn ingested(&self, started: Instant, outcome: Result<Ingested, &Reason>) {
         self.ingest_seconds.observe(started.elapsed().as_secs_f64());
         let label = match outcome {
-            Ok(a) if a.message.is_empty() => "accepted",
-            Ok(_) => "duplicate",
+            Ok(Ingested::Accepted) => "accepted",
+            Ok(Ingested::Duplicate) => "duplicate",
             Err(reason) => {
                 self.refused("ingest", reason);
                 "rejected"

@@ -55,11 +55,13 @@
 
 mod admin;
 mod manifest;
+mod plain_reads;
 mod routes;
 mod settings;
 
 pub use admin::{AdminPanel, AdminTable};
 pub use manifest::{PluginCatalog, PluginEntry, PluginManifest, PluginMigrations};
+pub use plain_reads::PlainReads;
 pub use routes::{
     DeclaredRoute, PluginRequest, PluginResponse, Route, RouteAuth, RouteHandler, RouteMethod,
 };
@@ -68,11 +70,10 @@ use crate::access::AccessService;
 use crate::clock::Clock;
 use crate::community::Community;
 use crate::config::Settings;
-use crate::ctx::ConnCtx;
+use crate::ctx::{ConnCtx, WriteCtx};
 use crate::error::Reason;
 use crate::live::LiveBus;
 pub use crate::live::LiveCondition;
-use crate::query::QueryService;
 pub use crate::store::purge::PurgedEvent;
 use crate::store::threads::Placed;
 pub use crate::store::GroupRows;
@@ -104,20 +105,6 @@ pub struct Services {
     pub communities: Arc<[Arc<Community>]>,
     /// This relay's figures (`GET /metrics`); a plugin may count through it.
     pub metrics: Arc<crate::metrics::Metrics>,
-}
-
-/// Facts available inside the storage transaction.
-#[derive(Debug, Clone)]
-pub struct WriteCtx {
-    pub community_id: i64,
-    /// The authenticated pubkey of the writer, if any.
-    pub pubkey: Option<String>,
-    /// Relay time of the write, microseconds.
-    pub now_micros: i64,
-    /// An owner's import (`buzz-relay import`): the relay's records that follow another
-    /// event (the 9000/9001 after a join or leave) come from the file, so they are not
-    /// derived again — the same change never gets two records.
-    pub imported: bool,
 }
 
 /// An event's storage transaction, as an in-transaction hook sees it.
@@ -327,7 +314,7 @@ pub trait Plugin: Send + Sync + 'static {
     /// another (state kept per connection is keyed by it and dropped in
     /// [`Plugin::connection_closed`]). Returns the relay messages to send back, in order,
     /// each a JSON array; an `Err` is sent as a `NOTICE`. What it reads goes through the
-    /// checks of every read path — `queries`' [`QueryService::check_plain`] (bounds,
+    /// checks of every read path — `queries`' [`PlainReads::check_plain`] (bounds,
     /// core's anonymous rule, every plugin's `check_filter`), then the caller's scope from
     /// [`Services::access`] — so the auth rules of REQ hold for it too.
     async fn answer_message(
@@ -335,7 +322,7 @@ pub trait Plugin: Send + Sync + 'static {
         _ctx: &ConnCtx,
         _connection: u64,
         _message: Vec<Value>,
-        _queries: &QueryService,
+        _queries: &dyn PlainReads,
     ) -> Result<Vec<Value>, Reason> {
         Err(Reason::Internal(anyhow::anyhow!(
             "plugin {} declares message verbs but does not answer them",

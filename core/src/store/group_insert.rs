@@ -9,11 +9,12 @@
 //! connection and later groups only bind and execute.
 //!
 //! Only events whose insert depends on no other row go through here (no replaceable
-//! slot to settle; see `writer.rs` for how a group is formed). Identity conflicts are
-//! settled by `ON CONFLICT DO NOTHING`, exactly as in the one-event path: a row not
+//! slot to settle; see `writer/groups.rs` for how a group is formed). Identity conflicts
+//! are settled by `ON CONFLICT DO NOTHING`, exactly as in the one-event path: a row not
 //! inserted is looked up and answered `Duplicate` or `Deleted`.
 
-use super::events::{known_id, InsertOutcome, MAX_INDEXED_TAG_VALUE};
+use super::events::{InsertOutcome, MAX_INDEXED_TAG_VALUE};
+use super::lookups::known_id;
 use crate::stored::StoredEvent;
 use buzz_nostr::event::Event;
 use diesel::pg::Pg;

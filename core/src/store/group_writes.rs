@@ -1,7 +1,7 @@
 //! Core's follow-up writes of an event, shared by a PostgreSQL insert group.
 //!
-//! A group of independent events (`writer.rs`) is inserted with two statements, but each
-//! channel message then had its own follow-ups: the channel check, its thread row and
+//! A group of independent events (`writer/groups.rs`) is inserted with two statements,
+//! but each channel message then had its own follow-ups: the channel check, its thread row and
 //! the channel's timeline arrival — three round trips a message. Inside a group these
 //! are done once for all: the channel is read once (no member of a group changes a
 //! channel), top-level thread rows become one multi-row insert and the arrival columns

@@ -7,14 +7,17 @@
 
 pub mod channel_state;
 mod checkpoint;
+mod communities;
 mod conn;
 mod conn_state;
+mod error;
 mod events;
 mod group_insert;
 mod group_writes;
 mod identity;
 pub mod inspect;
 pub mod lifecycle;
+mod lookups;
 mod migrate;
 pub mod moderation;
 mod one_of;
@@ -39,13 +42,14 @@ pub use conn::{Backend, Conn};
 pub use diesel::pg::PgConnection;
 pub use diesel::sqlite::SqliteConnection;
 pub use diesel_migrations::EmbeddedMigrations;
+pub use error::StoreError;
 pub use events::{
-    all_community_wide, apply_deletion, event_channel, event_home, event_known, insert_event,
-    insert_independent, replace_relay_event, soft_delete_event, stored_ids, DeletedRow,
-    InsertOutcome,
+    apply_deletion, insert_event, insert_independent, replace_relay_event, soft_delete_event,
+    DeletedRow, InsertOutcome,
 };
 pub use group_writes::{GroupRows, GroupWrites};
 pub use identity::recorded_identity;
+pub use lookups::{all_community_wide, event_channel, event_home, event_known, stored_ids};
 pub use migrate::{MigrationId, MigrationSet, MigrationStatus, Migrations};
 pub use query::{
     count_matching, load_events, load_wire_events, query_events, query_keys, query_stamps,
@@ -59,6 +63,7 @@ pub use pool::StatementBounds;
 pub use read_client::ReadClient;
 use std::sync::Arc;
 use writer::Writer;
+pub use writer::WriterMetrics;
 
 /// A write [`Store::queue_event`] queued: awaiting it gives its answer, after the commit.
 pub struct QueuedWrite<R>(writer::Answer<R>);
@@ -71,78 +76,6 @@ impl<R: Send + 'static> std::future::Future for QueuedWrite<R> {
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Self::Output> {
         std::pin::Pin::new(&mut self.0).poll(cx)
-    }
-}
-
-/// Failures of the storage layer, each with its cause.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    #[error("database error: {0}")]
-    Db(#[from] diesel::result::Error),
-    #[error("cannot connect to the database: {0}")]
-    Connect(String),
-    #[error("connection pool error: {0}")]
-    Pool(#[from] diesel::r2d2::PoolError),
-    #[error("migration failed: {0}")]
-    Migration(String),
-    #[error("stored data is malformed: {0}")]
-    Corrupt(String),
-    #[error("unsupported database url {0:?} (use sqlite://PATH or postgres://...)")]
-    BadUrl(String),
-    #[error("the storage writer has stopped")]
-    WriterGone,
-    #[error("blocking task failed: {0}")]
-    Join(String),
-    #[error(
-        "a copy into this database did not finish ({0}): it is not a complete database; \
-         drop it, create it empty and run `buzz-relay copy` again"
-    )]
-    UnfinishedCopy(String),
-}
-
-impl From<diesel::result::Error> for Reason {
-    fn from(err: diesel::result::Error) -> Self {
-        Reason::from(StoreError::Db(err))
-    }
-}
-
-impl StoreError {
-    /// The client-facing text when this failure says "not now" rather than "broken":
-    /// no pooled connection came free in time, the database is locked by another writer,
-    /// a statement or lock timed out, the connection dropped, or a serialization
-    /// conflict. These reach clients as retryable `error:` (HTTP 503); anything else is
-    /// an internal error (500).
-    pub fn transient(&self) -> Option<&'static str> {
-        use diesel::result::{DatabaseErrorKind as Kind, Error};
-        // Matched by message: neither backend gives diesel a kind for these. SQLite's
-        // texts are fixed; PostgreSQL's are its (default, English) server messages.
-        const TIMEOUTS: [&str; 4] = [
-            "database is locked",
-            "database table is locked",
-            "statement timeout",
-            "lock timeout",
-        ];
-        match self {
-            StoreError::Pool(_) => Some("database busy: no connection free; retry with backoff"),
-            StoreError::Db(Error::DatabaseError(Kind::SerializationFailure, _)) => {
-                Some("database conflict; retry")
-            }
-            StoreError::Db(Error::DatabaseError(_, info))
-                if info.message().contains("deadlock detected") =>
-            {
-                Some("database conflict; retry")
-            }
-            StoreError::Db(Error::DatabaseError(
-                Kind::ClosedConnection | Kind::UnableToSendCommand,
-                _,
-            )) => Some("database connection lost; retry with backoff"),
-            StoreError::Db(Error::DatabaseError(_, info))
-                if TIMEOUTS.iter().any(|t| info.message().contains(t)) =>
-            {
-                Some("database timeout; retry with backoff")
-            }
-            _ => None,
-        }
     }
 }
 
@@ -351,7 +284,7 @@ impl Store {
     }
 
     /// The writer's figures (queue depth, batch sizes), for the relay's metrics.
-    pub fn writer_metrics(&self) -> &crate::metrics::WriterMetrics {
+    pub fn writer_metrics(&self) -> &WriterMetrics {
         self.inner.writer.metrics()
     }
 
@@ -419,7 +352,7 @@ impl Store {
     /// Make sure a community row exists for `host`; returns its id.
     pub async fn ensure_community(&self, host: &str, name: &str) -> Result<i64, Reason> {
         let (host, name) = (host.to_owned(), name.to_owned());
-        self.write(move |conn| events::ensure_community(conn, &host, &name))
+        self.write(move |conn| communities::ensure_community(conn, &host, &name))
             .await
     }
 

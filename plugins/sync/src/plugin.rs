@@ -20,8 +20,7 @@ use crate::shares::{Bounds, Limit, Reader, Shares};
 use crate::{Config, NAME};
 use buzz_core::ctx::ConnCtx;
 use buzz_core::error::Reason;
-use buzz_core::plugin::{Plugin, Services};
-use buzz_core::query::QueryService;
+use buzz_core::plugin::{PlainReads, Plugin, Services};
 use buzz_nostr::filter::Filter;
 use futures_util::future::BoxFuture;
 use negentropy::Negentropy;
@@ -75,7 +74,7 @@ impl Reconciler {
         &self,
         ctx: &ConnCtx,
         connection: u64,
-        queries: &QueryService,
+        queries: &dyn PlainReads,
         sub: &str,
         filter: Filter,
         first: Vec<u8>,
@@ -243,7 +242,7 @@ impl Plugin for Reconciler {
         ctx: &ConnCtx,
         connection: u64,
         message: Vec<Value>,
-        queries: &QueryService,
+        queries: &dyn PlainReads,
     ) -> Result<Vec<Value>, Reason> {
         let request = match message::parse(&message) {
             Ok(request) => request,

@@ -15,8 +15,7 @@
 
 use buzz_core::ctx::ConnCtx;
 use buzz_core::error::Reason;
-use buzz_core::plugin::Services;
-use buzz_core::query::QueryService;
+use buzz_core::plugin::{PlainReads, Services};
 use buzz_core::store::{query_stamps, Scope};
 use buzz_nostr::filter::Filter;
 use negentropy::{Id, NegentropyStorageVector};
@@ -53,7 +52,7 @@ pub(crate) enum Read {
 /// Every refusal a REQ of `filter` would get for `ctx`, then the reader's scope.
 pub(crate) async fn check(
     services: &Services,
-    queries: &QueryService,
+    queries: &dyn PlainReads,
     ctx: &ConnCtx,
     filter: Filter,
 ) -> Result<Checked, Reason> {

@@ -6,14 +6,15 @@
 //! right for readers and wrong for anyone else. Read access is a policy decision, which
 //! cannot run inside the storage transaction, so it is made here, just before it: when
 //! a write points into a channel its author cannot read, it is refused now with the
-//! text a random id gets. Readers go on to the precise checks.
+//! text a random id gets. Readers go on to the precise checks. It is the access
+//! service's: what it decides is who may see which rows.
 
-use super::validate::target_id;
-use crate::access::AccessService;
+use super::AccessService;
 use crate::ctx::ConnCtx;
 use crate::error::Reason;
 use crate::store::channel_state::load_channel;
 use crate::store::{event_channel, Store};
+use buzz_nostr::channel_tags::target_id;
 use buzz_nostr::event::Event;
 use buzz_nostr::kinds::{AUTHOR_DELETE, CONVERSATION, CREATE_CHANNEL, MODERATE_REMOVE, TARGETING};
 use buzz_nostr::threads::reply_parent;
