@@ -227,6 +227,7 @@ impl Plugin for Search {
         let now = self.services.clock.now_secs();
         let max_limit = self.services.settings.limits.max_limit;
         let candidates = self.config.max_candidates;
+        let examined = self.config.max_count_rows;
         // Keys and sizes first; bodies only to rank them (`rank.rs`) and, for the events
         // sent, when core sends them.
         let parts = self
@@ -237,7 +238,9 @@ impl Plugin for Search {
                 for job in jobs {
                     let limit = job.filter.limit.unwrap_or(max_limit).min(max_limit);
                     parts.push(Part {
-                        candidates: search::candidates(&mut conn, &scope, &job, candidates, now)?,
+                        candidates: search::candidates(
+                            &mut conn, &scope, &job, candidates, examined, now,
+                        )?,
                         search: job.search,
                         limit: usize::try_from(limit).unwrap_or(usize::MAX),
                     });
