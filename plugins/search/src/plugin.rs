@@ -7,6 +7,7 @@ use crate::index;
 use crate::memory::RankMemory;
 use crate::query::{Bounds, Search as SearchQuery};
 use crate::rank::{self, Part};
+use crate::scope::scoped;
 use crate::search::{self, Job};
 use crate::text::{document, ARTIFACT_KIND};
 use crate::{backfill, NAME, SEARCH_KEY};
@@ -137,7 +138,8 @@ impl Search {
         }
         let mut seq = None;
         if head.is_listed() {
-            index::add(tx.conn, tx.seq, &document(event))?;
+            let doc = scoped(community, stored.channel.as_deref(), &document(event));
+            index::add(tx.conn, tx.seq, &doc)?;
             seq = Some(tx.seq);
         }
         index::set_artifact_entry(tx.conn, community, d, seq)
@@ -183,6 +185,7 @@ impl Plugin for Search {
                 if doc.is_empty() {
                     return Ok(());
                 }
+                let doc = scoped(stored.community_id, stored.channel.as_deref(), &doc);
                 let seq = tx.seq;
                 match tx.group_rows::<NewDocuments>() {
                     Some(documents) => {

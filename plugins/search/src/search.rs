@@ -12,6 +12,7 @@
 //! (newest first) then `id`.
 
 use crate::query::Search;
+use crate::scope::places;
 use crate::sql::{Param, Sql};
 use crate::text::document;
 use buzz_core::error::Reason;
@@ -181,15 +182,20 @@ fn matches_within(
     if job.kinds.is_empty() || filter.is_empty_match() {
         return false;
     }
-    // The index walk is its own subquery so that its cap counts index matches, not
-    // rows that passed the join's conditions.
+    // The walk names the reader's places (`scope.rs`): other channels' and other
+    // communities' postings are never read. It is its own subquery so that its cap
+    // counts index matches, not rows that passed the join's conditions.
+    let places = places(scope, filter);
+    if places.exact.as_ref().is_some_and(Vec::is_empty) {
+        return false;
+    }
     if sql.is_pg() {
         sql.push("FROM (SELECT event_seq AS seq FROM search_documents WHERE tsv @@ ")
-            .param(Param::Text(job.search.tsquery()))
+            .param(Param::Text(job.search.tsquery(&places)))
             .push("::tsquery ORDER BY event_seq DESC");
     } else {
         sql.push("FROM (SELECT rowid AS seq FROM search_fts WHERE search_fts MATCH ")
-            .param(Param::Text(job.search.fts5()))
+            .param(Param::Text(job.search.fts5(&places)))
             .push(" ORDER BY rowid DESC");
     }
     if let Some(examined) = examined {
