@@ -74,33 +74,34 @@ impl Places {
 /// Mirrors the statement's channel conditions (`search.rs`), which still apply.
 pub(crate) fn places(scope: &Scope, filter: &Filter) -> Places {
     let named = filter.channels();
-    let community = |exact| Places {
+    let whole = Places {
         community_id: scope.community_id,
-        exact,
+        exact: None,
     };
-    let mut list: Vec<String> = Vec::new();
-    match &scope.channels {
-        ChannelScope::All => match named {
-            Some(named) if named.len() <= MAX_PLACES => list.extend(named.iter().cloned()),
-            _ => return community(None),
-        },
-        ChannelScope::None => {}
-        ChannelScope::Only(set) => match named {
-            Some(named) => list.extend(named.iter().filter(|c| set.contains(c)).cloned()),
-            None if set.len() < MAX_PLACES => list.extend(set.iter().cloned()),
-            None => return community(None),
-        },
-    }
-    if list.len() > MAX_PLACES {
-        return community(None);
-    }
-    let mut places: Vec<String> = list.iter().map(|c| place(Some(c))).collect();
+    // Channels read one by one; a set of tens of thousands is not listed to find out.
+    let channels: Vec<&String> = match (&scope.channels, named) {
+        (ChannelScope::All, Some(named)) if named.len() <= MAX_PLACES => named.iter().collect(),
+        (ChannelScope::All, _) => return whole,
+        (ChannelScope::None, _) => Vec::new(),
+        (ChannelScope::Only(set), Some(named)) if named.len() <= MAX_PLACES => {
+            named.iter().filter(|c| set.contains(c)).collect()
+        }
+        (ChannelScope::Only(set), None) if set.len() <= MAX_PLACES => set.iter().collect(),
+        (ChannelScope::Only(_), _) => return whole,
+    };
+    let mut places: Vec<String> = channels.into_iter().map(|c| place(Some(c))).collect();
     if scope.community_wide && named.is_none() {
         places.push(place(None));
     }
     places.sort();
     places.dedup();
-    community(Some(places))
+    if places.len() > MAX_PLACES {
+        return whole;
+    }
+    Places {
+        community_id: scope.community_id,
+        exact: Some(places),
+    }
 }
 
 #[cfg(test)]
@@ -117,5 +118,56 @@ mod tests {
         assert_ne!(place(Some("x")), place(Some("y")));
         // No token holds the separator, so `anywhere` never reaches a longer word.
         assert!(crate::text::tokens("a¦b").iter().all(|t| !t.contains(SEP)));
+    }
+
+    fn scope(channels: usize, wide: bool) -> Scope {
+        Scope {
+            community_id: 5,
+            community_wide: wide,
+            channels: ChannelScope::Only((0..channels).map(|i| format!("c{i}")).collect()),
+            expiry: Default::default(),
+        }
+    }
+
+    fn filter(value: serde_json::Value) -> Filter {
+        Filter::parse(&value).expect("filter")
+    }
+
+    #[test]
+    fn places_are_the_readers_own_up_to_the_bound() {
+        let any = filter(serde_json::json!({}));
+        let two = places(&scope(1, true), &any);
+        assert_eq!(two.community_id, 5);
+        assert_eq!(
+            two.exact.map(|mut p| {
+                p.sort();
+                p
+            }),
+            Some({
+                let mut p = vec![place(None), place(Some("c0"))];
+                p.sort();
+                p
+            })
+        );
+        assert_eq!(
+            places(&scope(MAX_PLACES - 1, true), &any)
+                .exact
+                .map(|p| p.len()),
+            Some(MAX_PLACES)
+        );
+        assert_eq!(places(&scope(MAX_PLACES, true), &any).exact, None);
+        assert_eq!(places(&scope(10_000, false), &any).exact, None);
+        // Named channels: only those readable, never the community-wide place.
+        let named = filter(serde_json::json!({"#h": ["c3", "elsewhere"]}));
+        assert_eq!(
+            places(&scope(10_000, true), &named).exact,
+            Some(vec![place(Some("c3"))])
+        );
+        let anonymous = Scope {
+            channels: ChannelScope::None,
+            ..scope(0, true)
+        };
+        assert_eq!(places(&anonymous, &any).exact, Some(vec![place(None)]));
+        assert_eq!(places(&anonymous, &named).exact, Some(vec![]));
     }
 }
