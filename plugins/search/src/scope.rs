@@ -2,9 +2,10 @@
 //!
 //! Every token is indexed as `{community}¦{token}¦{place}`: the event's community id in
 //! decimal, the plugin's token (`text.rs`), and where the event lives — nothing for a
-//! community-wide row, 16 hex digits of the SHA-256 of its channel id otherwise (channel
+//! community-wide row, 10 hex digits of the SHA-256 of its channel id otherwise (channel
 //! ids are arbitrary strings; two that collide only cost time, as the statement checks
-//! the channel itself). `¦` is never part of a token (`text.rs` keeps letters, digits
+//! the channel itself: 40 bits keep that unlikely among a community's channels, and each
+//! digit is a byte of every distinct term). `¦` is never part of a token (`text.rs` keeps letters, digits
 //! and marks) and is a term character to FTS5's `ascii` tokenizer (every non-ASCII byte
 //! is), so a scoped token is one term on both backends.
 //!
@@ -26,11 +27,14 @@ pub(crate) const SEP: char = '¦';
 /// index segment, so past this the community's term is cheaper.
 pub(crate) const MAX_PLACES: usize = 64;
 
+/// Bytes of a channel id's hash in its place (twice as many hex digits).
+const PLACE_BYTES: usize = 5;
+
 /// Where an event lives, as its scoped tokens end: empty for a community-wide row.
 pub(crate) fn place(channel: Option<&str>) -> String {
     match channel {
         None => String::new(),
-        Some(channel) => hex::encode(&Sha256::digest(channel.as_bytes())[..8]),
+        Some(channel) => hex::encode(&Sha256::digest(channel.as_bytes())[..PLACE_BYTES]),
     }
 }
 
@@ -114,7 +118,10 @@ mod tests {
         let wide = scoped(7, None, &doc);
         assert_eq!(wide, vec!["7¦deploy¦", "7¦friday¦", "7¦deploy¦"]);
         let chan = scoped(7, Some("a b\"c"), &doc);
-        assert!(chan[0].starts_with("7¦deploy¦") && chan[0].len() == "7¦deploy¦".len() + 16);
+        assert!(
+            chan[0].starts_with("7¦deploy¦")
+                && chan[0].len() == "7¦deploy¦".len() + 2 * PLACE_BYTES
+        );
         assert_ne!(place(Some("x")), place(Some("y")));
         // No token holds the separator, so `anywhere` never reaches a longer word.
         assert!(crate::text::tokens("a¦b").iter().all(|t| !t.contains(SEP)));
