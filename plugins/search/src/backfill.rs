@@ -11,6 +11,7 @@
 
 use crate::config::Config;
 use crate::index;
+use crate::scope::scoped;
 use crate::sql::{MaybeInt, Param, Sql};
 use crate::text::{document, ARTIFACT_KIND};
 use buzz_core::error::Reason;
@@ -142,6 +143,8 @@ struct Row {
     seq: i64,
     #[diesel(sql_type = BigInt)]
     community_id: i64,
+    #[diesel(sql_type = diesel::sql_types::Nullable<Text>)]
+    channel_id: Option<String>,
     #[diesel(sql_type = Text)]
     id: String,
     #[diesel(sql_type = Text)]
@@ -172,7 +175,7 @@ fn step(conn: &mut Conn<'_>, kinds: &[i64], batch: usize, now: i64) -> Result<bo
         .min(at.target);
     let mut sql = Sql::new(conn);
     sql.push(
-        "SELECT seq, community_id, id, pubkey, created_at, kind, tags, content FROM events \
+        "SELECT seq, community_id, channel_id, id, pubkey, created_at, kind, tags, content FROM events \
          WHERE seq > ",
     )
     .param(Param::Int(at.indexed_through))
@@ -206,7 +209,10 @@ fn step(conn: &mut Conn<'_>, kinds: &[i64], batch: usize, now: i64) -> Result<bo
         }
         let doc = document(&event);
         if !doc.is_empty() {
-            docs.push((row.seq, doc));
+            docs.push((
+                row.seq,
+                scoped(row.community_id, row.channel_id.as_deref(), &doc),
+            ));
         }
     }
     index::put_many(conn, &docs)?;

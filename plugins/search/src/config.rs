@@ -33,8 +33,10 @@ pub struct Config {
     /// together: each page of bodies reserves its bytes before it is read, waiting for
     /// room at most a few seconds, then `error:` (busy).
     pub rank_memory_bytes: usize,
-    /// Matches one search COUNT examines per filter; past them the COUNT is NIP-45
-    /// `approximate` (a lower bound) rather than the end of an unbounded walk.
+    /// Index matches one search filter examines: a REQ's candidates come from the
+    /// newest this many (within the reader's scope, whatever the filter's other fields
+    /// leave of them); past them a COUNT is NIP-45 `approximate` (a lower bound) rather
+    /// than the end of an unbounded walk.
     pub max_count_rows: usize,
 }
 

@@ -7,6 +7,7 @@ use crate::index;
 use crate::memory::RankMemory;
 use crate::query::{Bounds, Search as SearchQuery};
 use crate::rank::{self, Part};
+use crate::scope::scoped;
 use crate::search::{self, Job};
 use crate::text::{document, ARTIFACT_KIND};
 use crate::{backfill, NAME, SEARCH_KEY};
@@ -137,7 +138,8 @@ impl Search {
         }
         let mut seq = None;
         if head.is_listed() {
-            index::add(tx.conn, tx.seq, &document(event))?;
+            let doc = scoped(community, stored.channel.as_deref(), &document(event));
+            index::add(tx.conn, tx.seq, &doc)?;
             seq = Some(tx.seq);
         }
         index::set_artifact_entry(tx.conn, community, d, seq)
@@ -183,6 +185,7 @@ impl Plugin for Search {
                 if doc.is_empty() {
                     return Ok(());
                 }
+                let doc = scoped(stored.community_id, stored.channel.as_deref(), &doc);
                 let seq = tx.seq;
                 match tx.group_rows::<NewDocuments>() {
                     Some(documents) => {
@@ -227,6 +230,7 @@ impl Plugin for Search {
         let now = self.services.clock.now_secs();
         let max_limit = self.services.settings.limits.max_limit;
         let candidates = self.config.max_candidates;
+        let examined = self.config.max_count_rows;
         // Keys and sizes first; bodies only to rank them (`rank.rs`) and, for the events
         // sent, when core sends them.
         let parts = self
@@ -237,7 +241,9 @@ impl Plugin for Search {
                 for job in jobs {
                     let limit = job.filter.limit.unwrap_or(max_limit).min(max_limit);
                     parts.push(Part {
-                        candidates: search::candidates(&mut conn, &scope, &job, candidates, now)?,
+                        candidates: search::candidates(
+                            &mut conn, &scope, &job, candidates, examined, now,
+                        )?,
                         search: job.search,
                         limit: usize::try_from(limit).unwrap_or(usize::MAX),
                     });

@@ -15,6 +15,7 @@
 //! quote, a word over the indexed length, a too-short prefix. The database only ever
 //! sees the expression built here, every word quoted.
 
+use crate::scope::Places;
 use crate::text::{tokenize, MAX_TOKEN_BYTES};
 use buzz_core::error::Reason;
 
@@ -119,45 +120,84 @@ impl Search {
             .sum()
     }
 
-    /// The FTS5 MATCH expression: every term a quoted string (tokens never hold `"`).
-    pub fn fts5(&self) -> String {
+    /// The FTS5 MATCH expression of this search within `places` (`scope.rs`): every
+    /// term a quoted string of scoped tokens (tokens never hold `"`), a whole term at
+    /// each place read, or one term over the community.
+    pub(crate) fn fts5(&self, places: &Places) -> String {
         let parts: Vec<String> = self
             .terms
             .iter()
-            .map(|t| {
-                let phrase = format!("\"{}\"", t.tokens.join(" "));
-                if t.prefix {
-                    format!("{phrase} *")
-                } else {
-                    phrase
+            .map(|t| match (&places.exact, t.prefix) {
+                (Some(list), false) => {
+                    let each: Vec<String> = list
+                        .iter()
+                        .map(|place| {
+                            let tokens: Vec<String> =
+                                t.tokens.iter().map(|tok| places.at(tok, place)).collect();
+                            format!("\"{}\"", tokens.join(" "))
+                        })
+                        .collect();
+                    format!("({})", each.join(" OR "))
+                }
+                _ => {
+                    let tokens: Vec<String> = t
+                        .tokens
+                        .iter()
+                        .enumerate()
+                        .map(|(i, tok)| {
+                            let start = if t.prefix && i + 1 == t.tokens.len() {
+                                places.starting(tok)
+                            } else {
+                                places.anywhere(tok)
+                            };
+                            format!("\"{start}\" *")
+                        })
+                        .collect();
+                    format!("({})", tokens.join(" + "))
                 }
             })
             .collect();
         parts.join(" AND ")
     }
 
-    /// The PostgreSQL `tsquery` text (cast with `::tsquery`, never given to a parser
-    /// that normalizes): quoted lexemes, `<->` within a phrase, `&` between terms.
-    pub fn tsquery(&self) -> String {
+    /// The PostgreSQL `tsquery` text of this search within `places` (cast with
+    /// `::tsquery`, never given to a parser that normalizes): quoted scoped lexemes,
+    /// `<->` within a phrase, `|` between places, `&` between terms.
+    pub(crate) fn tsquery(&self, places: &Places) -> String {
         let parts: Vec<String> = self
             .terms
             .iter()
-            .map(|t| {
-                let last = t.tokens.len() - 1;
-                let lexemes: Vec<String> = t
-                    .tokens
-                    .iter()
-                    .enumerate()
-                    .map(|(i, tok)| {
-                        let quoted = quote_lexeme(tok);
-                        if t.prefix && i == last {
-                            format!("{quoted}:*")
-                        } else {
-                            quoted
-                        }
-                    })
-                    .collect();
-                format!("({})", lexemes.join(" <-> "))
+            .map(|t| match (&places.exact, t.prefix) {
+                (Some(list), false) => {
+                    let each: Vec<String> = list
+                        .iter()
+                        .map(|place| {
+                            let lexemes: Vec<String> = t
+                                .tokens
+                                .iter()
+                                .map(|tok| quote_lexeme(&places.at(tok, place)))
+                                .collect();
+                            format!("({})", lexemes.join(" <-> "))
+                        })
+                        .collect();
+                    format!("({})", each.join(" | "))
+                }
+                _ => {
+                    let lexemes: Vec<String> = t
+                        .tokens
+                        .iter()
+                        .enumerate()
+                        .map(|(i, tok)| {
+                            let start = if t.prefix && i + 1 == t.tokens.len() {
+                                places.starting(tok)
+                            } else {
+                                places.anywhere(tok)
+                            };
+                            format!("{}:*", quote_lexeme(&start))
+                        })
+                        .collect();
+                    format!("({})", lexemes.join(" <-> "))
+                }
             })
             .collect();
         parts.join(" & ")
@@ -285,13 +325,31 @@ mod tests {
                 term(&["two", "wo"], true),
             ]
         );
+        let one = Places {
+            community_id: 3,
+            exact: Some(vec![String::new(), "ab12".into()]),
+        };
         assert_eq!(
-            s.fts5(),
-            r#""deploy" AND "release candidate" AND "sta" * AND "foo bar" AND "two wo" *"#
+            s.fts5(&one),
+            "(\"3¦deploy¦\" OR \"3¦deploy¦ab12\") \
+             AND (\"3¦release¦ 3¦candidate¦\" OR \"3¦release¦ab12 3¦candidate¦ab12\") \
+             AND (\"3¦sta\" *) AND (\"3¦foo¦ 3¦bar¦\" OR \"3¦foo¦ab12 3¦bar¦ab12\") \
+             AND (\"3¦two¦\" * + \"3¦wo\" *)"
         );
         assert_eq!(
-            s.tsquery(),
-            "('deploy') & ('release' <-> 'candidate') & ('sta':*) & ('foo' <-> 'bar') & ('two' <-> 'wo':*)"
+            s.tsquery(&one),
+            "(('3¦deploy¦') | ('3¦deploy¦ab12')) \
+             & (('3¦release¦' <-> '3¦candidate¦') | ('3¦release¦ab12' <-> '3¦candidate¦ab12')) \
+             & ('3¦sta':*) & (('3¦foo¦' <-> '3¦bar¦') | ('3¦foo¦ab12' <-> '3¦bar¦ab12')) \
+             & ('3¦two¦':* <-> '3¦wo':*)"
+        );
+        let all = Places {
+            community_id: 3,
+            exact: None,
+        };
+        assert_eq!(
+            parse("deploy \"foo bar\"").expect("valid").fts5(&all),
+            "(\"3¦deploy¦\" *) AND (\"3¦foo¦\" * + \"3¦bar¦\" *)"
         );
     }
 
@@ -315,7 +373,11 @@ mod tests {
         assert!(parse("a b c d e f g h i").is_err());
         // FTS and tsquery syntax is only ever text to tokenize.
         let s = parse(r#"NEAR(a b) OR 'q' & !z | (w) ^c"#).expect("words");
-        assert!(s.fts5().chars().filter(|c| *c == '"').count() % 2 == 0);
+        let all = Places {
+            community_id: 1,
+            exact: None,
+        };
+        assert!(s.fts5(&all).chars().filter(|c| *c == '"').count() % 2 == 0);
     }
 
     #[test]

@@ -12,6 +12,7 @@
 //! (newest first) then `id`.
 
 use crate::query::Search;
+use crate::scope::places;
 use crate::sql::{Param, Sql};
 use crate::text::document;
 use buzz_core::error::Reason;
@@ -59,12 +60,14 @@ struct Body {
 }
 
 /// The matches of `job` within `scope` at `now` as keys: at most `candidates`, newest
-/// first. No body is read.
+/// first, from the newest `examined` index matches (what one search walks, whatever
+/// the filter's other fields leave of them). No body is read.
 pub(crate) fn candidates(
     conn: &mut Conn<'_>,
     scope: &Scope,
     job: &Job,
     candidates: usize,
+    examined: usize,
     now: i64,
 ) -> Result<Vec<Candidate>, Reason> {
     let mut sql = Sql::new(conn);
@@ -74,14 +77,10 @@ pub(crate) fn candidates(
         "SELECT e.seq, e.created_at, e.id, \
          CAST(octet_length(e.content) + octet_length(e.tags) AS BIGINT) AS size ",
     );
-    if !matches_within(&mut sql, scope, job, now) {
+    if !matches_within(&mut sql, scope, job, now, Some(examined)) {
         return Ok(Vec::new());
     }
-    if sql.is_pg() {
-        sql.push(" ORDER BY d.event_seq DESC LIMIT ");
-    } else {
-        sql.push(" ORDER BY search_fts.rowid DESC LIMIT ");
-    }
+    sql.push(" ORDER BY m.seq DESC LIMIT ");
     sql.param(Param::Int(i64::try_from(candidates).unwrap_or(i64::MAX)));
     sql.load::<Candidate>(conn)
 }
@@ -127,7 +126,7 @@ pub(crate) fn count(
     // Filters that cannot match are left out (writing one to a scratch statement says).
     let possible: Vec<&Job> = jobs
         .iter()
-        .filter(|job| matches_within(&mut Sql::new(conn), scope, job, now))
+        .filter(|job| matches_within(&mut Sql::new(conn), scope, job, now, None))
         .collect();
     if possible.is_empty() {
         return Ok(Count {
@@ -144,7 +143,7 @@ pub(crate) fn count(
         }
         // Each filter's walk stops one past the cap; how many it found rides along.
         sql.push("SELECT seq, COUNT(*) OVER () AS each_n FROM (SELECT e.seq ");
-        matches_within(&mut sql, scope, job, now);
+        matches_within(&mut sql, scope, job, now, None);
         sql.push(" LIMIT ").param(Param::Int(over));
         sql.push(&format!(") AS m{i}"));
     }
@@ -169,24 +168,41 @@ struct CappedCount {
     most: Option<i64>,
 }
 
-/// Append `FROM … WHERE …` for the index matches of `job` within `scope` at `now`;
-/// `false` when nothing can match (no readable channel, no kind left, an empty list).
-fn matches_within(sql: &mut Sql, scope: &Scope, job: &Job, now: i64) -> bool {
+/// Append `FROM … WHERE …` for the index matches (`m.seq`) of `job` within `scope` at
+/// `now`, the newest `examined` of them when given; `false` when nothing can match (no
+/// readable channel, no kind left, an empty list).
+fn matches_within(
+    sql: &mut Sql,
+    scope: &Scope,
+    job: &Job,
+    now: i64,
+    examined: Option<usize>,
+) -> bool {
     let filter = &job.filter;
     if job.kinds.is_empty() || filter.is_empty_match() {
         return false;
     }
-    if sql.is_pg() {
-        sql.push("FROM search_documents d JOIN events e ON e.seq = d.event_seq WHERE d.tsv @@ ")
-            .param(Param::Text(job.search.tsquery()))
-            .push("::tsquery");
-    } else {
-        sql.push(
-            "FROM search_fts JOIN events e ON e.seq = search_fts.rowid WHERE search_fts MATCH ",
-        )
-        .param(Param::Text(job.search.fts5()));
+    // The walk names the reader's places (`scope.rs`): other channels' and other
+    // communities' postings are never read. It is its own subquery so that its cap
+    // counts index matches, not rows that passed the join's conditions.
+    let places = places(scope, filter);
+    if places.exact.as_ref().is_some_and(Vec::is_empty) {
+        return false;
     }
-    sql.push(" AND e.community_id = ")
+    if sql.is_pg() {
+        sql.push("FROM (SELECT event_seq AS seq FROM search_documents WHERE tsv @@ ")
+            .param(Param::Text(job.search.tsquery(&places)))
+            .push("::tsquery ORDER BY event_seq DESC");
+    } else {
+        sql.push("FROM (SELECT rowid AS seq FROM search_fts WHERE search_fts MATCH ")
+            .param(Param::Text(job.search.fts5(&places)))
+            .push(" ORDER BY rowid DESC");
+    }
+    if let Some(examined) = examined {
+        sql.push(" LIMIT ")
+            .param(Param::Int(i64::try_from(examined).unwrap_or(i64::MAX)));
+    }
+    sql.push(") AS m JOIN events e ON e.seq = m.seq WHERE e.community_id = ")
         .param(Param::Int(scope.community_id))
         .push(" AND e.deleted_at IS NULL AND (e.expires_at IS NULL OR e.expires_at > ")
         .param(Param::Int(now))
