@@ -6,6 +6,14 @@
 //! target/release/storage-bench --events 1000000 > history.jsonl
 //! target/release/buzz-relay import history.jsonl
 //! ```
+//!
+//! For reads against one large community (`examples/stock-client/read-scale.mjs`) it
+//! can also write community-wide rows: `--notes N` kind-1 notes with a `t` tag
+//! (`topic0` … `topic<--topics − 1>`), spread evenly through the messages' month in
+//! time and in the file, so a community-wide read walks past channel rows; `--profiles`
+//! a kind-0 profile of every author; and `--keys-out PATH` the authors' secret keys
+//! (hex, one a line, the first the owner of channel 0), so a reader can authenticate
+//! as one of the members. Without these options the output is what it always was.
 
 use buzz_nostr::keys::Keys;
 use clap::Parser;
@@ -26,6 +34,18 @@ struct Args {
     /// Signing threads.
     #[arg(long, default_value_t = 2)]
     threads: usize,
+    /// Community-wide kind-1 notes (no `h` tag), interleaved in time with the messages.
+    #[arg(long, default_value_t = 0)]
+    notes: usize,
+    /// Distinct `t` tags the notes cycle through.
+    #[arg(long, default_value_t = 20)]
+    topics: usize,
+    /// Also write a kind-0 profile of every author (after the channels' setup).
+    #[arg(long)]
+    profiles: bool,
+    /// Write the authors' secret keys here (hex, one a line, in author order).
+    #[arg(long)]
+    keys_out: Option<std::path::PathBuf>,
 }
 
 fn tag(parts: &[&str]) -> Vec<String> {
@@ -34,7 +54,16 @@ fn tag(parts: &[&str]) -> Vec<String> {
 
 fn main() -> std::io::Result<()> {
     let args = Args::parse();
+    if args.notes > 0 && args.events == 0 {
+        return Err(std::io::Error::other(
+            "--notes needs --events > 0 to interleave with",
+        ));
+    }
     let authors: Vec<Keys> = (0..args.authors.max(1)).map(|_| Keys::generate()).collect();
+    if let Some(path) = &args.keys_out {
+        let keys: String = authors.iter().map(|k| k.secret_hex() + "\n").collect();
+        std::fs::write(path, keys)?;
+    }
     let channels: Vec<String> = (0..args.channels.max(1))
         .map(|_| uuid::Uuid::new_v4().to_string())
         .collect();
@@ -66,6 +95,16 @@ fn main() -> std::io::Result<()> {
             }
         }
     }
+    if args.profiles {
+        for (i, author) in authors.iter().enumerate() {
+            let about = format!(r#"{{"name":"author {i}","about":"storage-bench author"}}"#);
+            writeln!(out, "{}", author.sign(0, vec![], &about, start).to_json())?;
+        }
+    }
+    // Note j goes right after message `floor(j * events / notes)`, half a step later in
+    // time: the notes after message i are `first_note(i)..first_note(i + 1)`.
+    let (events, notes, topics) = (args.events, args.notes, args.topics.max(1));
+    let first_note = |i: usize| (i * notes).div_ceil(events.max(1));
     // Message i replies to message i - 7 (same channel) one time in five; the ids of
     // earlier messages are known because chunks are signed in order.
     let threads = args.threads.max(1);
@@ -76,7 +115,8 @@ fn main() -> std::io::Result<()> {
         let end = (next + chunk).min(args.events);
         let per = (end - next).div_ceil(threads);
         let known = &ids;
-        let signed: Vec<Vec<(String, String)>> = std::thread::scope(|s| {
+        type Signed = (String, String, Vec<String>);
+        let signed: Vec<Vec<Signed>> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..threads)
                 .map(|t| {
                     let (from, to) = (next + t * per, (next + (t + 1) * per).min(end));
@@ -95,7 +135,16 @@ fn main() -> std::io::Result<()> {
                                 let at = start + 1 + i as i64 * step;
                                 let e =
                                     author.sign(9, tags, &format!("message {i} in {channel}"), at);
-                                (e.id.clone(), e.to_json())
+                                let notes: Vec<String> = (first_note(i)..first_note(i + 1))
+                                    .map(|j| {
+                                        let topic = format!("topic{}", j % topics);
+                                        let text = format!("note {j} about {topic}");
+                                        let by = &authors[j % authors.len()];
+                                        let t = vec![tag(&["t", &topic])];
+                                        by.sign(1, t, &text, at + step / 2).to_json()
+                                    })
+                                    .collect();
+                                (e.id.clone(), e.to_json(), notes)
                             })
                             .collect()
                     })
@@ -106,8 +155,11 @@ fn main() -> std::io::Result<()> {
                 .map(|h| h.join().unwrap_or_default())
                 .collect()
         });
-        for (id, json) in signed.into_iter().flatten() {
+        for (id, json, notes) in signed.into_iter().flatten() {
             writeln!(out, "{json}")?;
+            for note in notes {
+                writeln!(out, "{note}")?;
+            }
             ids.push(id);
         }
         next = end;

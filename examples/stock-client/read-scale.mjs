@@ -1,0 +1,265 @@
+// Reads flat as the community grows (issue 45), measured from outside: a stock client (ws,
+// nostr-tools) in its own process against `buzz-relay` holding a history of each size.
+//
+//   node read-scale.mjs --relay-bin ../../target/release/buzz-relay \
+//       --storage-bench ../../target/release/storage-bench [--sizes 20000,1000000] \
+//       [--data-root /tmp/buzz-read-scale] [--notes-share 0.05] [--single 300] \
+//       [--database-url-base postgres://postgres@127.0.0.1:5432]
+//
+// For each size N (events of the history besides the channels' setup and the profiles):
+// 1. `storage-bench --events M --notes K --profiles --keys-out …` writes the history once
+//    into --data-root/hN/ (K = N × --notes-share community-wide kind-1 notes with `t`
+//    tags, interleaved in time with M = N − K channel messages in 20 channels; the 50
+//    authors' kind-0 profiles; the authors' keys), and a sample of it (`sample.json`:
+//    channel ids, note ids spread over the whole history);
+// 2. `buzz-relay import` loads it once into a data directory of its own under
+//    --data-root/hN/ (SQLite), or with --database-url-base into a scratch PostgreSQL
+//    database `buzz_scale_N` created here (`createdb`; then `ANALYZE`: this machine's
+//    PostgreSQL runs without autovacuum); a marker file skips both next time;
+// 3. starts one relay process on it and runs each shape below --single times, one REQ
+//    (or NEG-OPEN) at a time on one connection, after a warm-up of every shape that is
+//    not counted; prints each shape's p50/p99 (request to EOSE / CLOSED / NEG-MSG) and
+//    the relay's CPU per query (utime + stime from /proc/<pid>/stat; on PostgreSQL the
+//    database server's CPU is not in it);
+// and at the end, per shape, the p50 at each size, the ratio of the largest to the
+// smallest and whether it is ≤ 1.5× and ≤ 5 ms (issue 45's acceptance).
+//
+// Anonymous shapes are read before AUTH; member shapes on a connection authenticated
+// (NIP-42) as storage-bench's first author, who created channel 0 and joined every other.
+// The scratch databases are kept for EXPLAIN; drop them with
+// `dropdb -h 127.0.0.1 -U postgres buzz_scale_N` (or run with --drop).
+import { spawn, spawnSync } from "node:child_process";
+import { createReadStream, createWriteStream, existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { createInterface } from "node:readline";
+import { tmpdir } from "node:os";
+import { getPublicKey } from "nostr-tools/pure";
+import { hexToBytes } from "nostr-tools/utils";
+import { commandLine } from "./args.mjs";
+import { cpuSeconds, freePort, percentile, waitForRelay } from "./relays.mjs";
+import { Client, newKey, pubkeyOf } from "./wire.mjs";
+
+const args = commandLine();
+if (!args["relay-bin"]) throw new Error("--relay-bin <buzz-relay> is required");
+if (!args["storage-bench"]) throw new Error("--storage-bench <storage-bench> is required");
+if (args["peer-bin"]) throw new Error("--peer-bin is not supported yet (see the README)");
+const relayBin = resolve(args["relay-bin"]);
+const storageBench = resolve(args["storage-bench"]);
+const sizes = (args.sizes ?? "20000,1000000").split(",").map(Number);
+const dataRoot = resolve(args["data-root"] ?? join(tmpdir(), "buzz-read-scale"));
+const notesShare = Number(args["notes-share"] ?? 0.05);
+const single = Number(args.single ?? 300);
+const warmup = Number(args.warmup ?? 30);
+const pgBase = args["database-url-base"]?.replace(/\/+$/, "");
+const backend = pgBase ? "postgres" : "sqlite";
+const pg = pgBase ? new URL(pgBase) : null;
+const pgFlags = pg ? ["-h", pg.hostname, "-p", pg.port || "5432", "-U", decodeURIComponent(pg.username || "postgres")] : [];
+
+const run = (bin, argv, options = {}) => {
+  const done = spawnSync(bin, argv, { stdio: ["ignore", "inherit", "inherit"], ...options });
+  if (done.status !== 0) throw new Error(`${bin} ${argv.join(" ")} failed (${done.status})`);
+};
+const seconds = (from) => ((performance.now() - from) / 1000).toFixed(1);
+
+// 1. The history of `size` events, written once, and what the shapes need from it.
+async function history(size) {
+  const dir = join(dataRoot, `h${size}`);
+  mkdirSync(dir, { recursive: true });
+  const file = join(dir, "history.jsonl");
+  const keysFile = join(dir, "keys.txt");
+  const written = join(dir, "written");
+  const notes = Math.round(size * notesShare);
+  if (!existsSync(written)) {
+    const started = performance.now();
+    const out = createWriteStream(file);
+    await new Promise((res, rej) => out.once("open", res).once("error", rej));
+    const child = spawn(
+      storageBench,
+      ["--events", String(size - notes), "--notes", String(notes), "--profiles", "--keys-out", keysFile],
+      { stdio: ["ignore", out, "inherit"] },
+    );
+    const code = await new Promise((res) => child.once("exit", res));
+    out.close();
+    if (code !== 0) throw new Error(`storage-bench failed (${code})`);
+    writeFileSync(written, `${size - notes} messages, ${notes} notes\n`);
+    console.log(`h${size}: storage-bench wrote ${size - notes} messages and ${notes} notes in ${seconds(started)} s`);
+  }
+  const sampleFile = join(dir, "sample.json");
+  if (!existsSync(sampleFile)) {
+    // Channel ids (storage-bench names them "channel N") and every note id; 200 of the
+    // notes, evenly spread over the history, are kept.
+    const channels = [];
+    const noteIds = [];
+    for await (const line of createInterface({ input: createReadStream(file), crlfDelay: Infinity })) {
+      if (line.includes('"kind":1,') || line.includes('"kind":9007,')) {
+        const e = JSON.parse(line);
+        if (e.kind === 1) noteIds.push(e.id);
+        else if (e.kind === 9007) {
+          const name = e.tags.find((t) => t[0] === "name")?.[1];
+          channels[Number(name.split(" ")[1])] = e.tags.find((t) => t[0] === "h")[1];
+        }
+      }
+    }
+    const step = Math.max(1, Math.floor(noteIds.length / 200));
+    const sample = { channels, noteIds: noteIds.filter((_, i) => i % step === 0).slice(0, 200), notes: noteIds.length };
+    writeFileSync(sampleFile, JSON.stringify(sample));
+  }
+  const keys = readFileSync(keysFile, "utf8").trim().split("\n").map(hexToBytes);
+  return { dir, file, keys, ...JSON.parse(readFileSync(sampleFile, "utf8")) };
+}
+
+// 2. Imported once into this backend; the relay's data directory and database URL.
+function imported(size, h) {
+  const dataDir = join(h.dir, backend);
+  mkdirSync(dataDir, { recursive: true });
+  const database = `buzz_scale_${size}`;
+  const databaseUrl = pg ? `${pgBase}/${database}` : `sqlite://${dataDir}/buzz.db`;
+  const marker = join(dataDir, "imported");
+  if (!existsSync(marker)) {
+    if (pg) {
+      spawnSync("dropdb", [...pgFlags, "--if-exists", database], { stdio: "inherit" });
+      run("createdb", [...pgFlags, database]);
+    } else {
+      for (const f of readdirSync(dataDir).filter((f) => f.startsWith("buzz.db"))) {
+        throw new Error(`${join(dataDir, f)} exists without ${marker}: remove it first`);
+      }
+    }
+    const started = performance.now();
+    run(relayBin, ["import", h.file], { cwd: dataDir, env: relayEnv(dataDir, databaseUrl) });
+    if (pg) run("psql", [...pgFlags, "-d", database, "-q", "-c", "ANALYZE"]);
+    writeFileSync(marker, `${databaseUrl}\n`);
+    console.log(`h${size}: imported into ${backend} in ${seconds(started)} s`);
+  }
+  return { dataDir, databaseUrl, database };
+}
+
+function relayEnv(dataDir, databaseUrl, port = 0) {
+  return {
+    ...process.env,
+    BUZZ__SERVER__BIND: `127.0.0.1:${port}`,
+    BUZZ__RELAY__DATA_DIR: dataDir,
+    BUZZ__STORAGE__DATABASE_URL: databaseUrl,
+    BUZZ__METRICS__ENABLED: "false",
+    RUST_LOG: "warn",
+  };
+}
+
+// The shapes, each a maker of its i-th request: ["req", filter] or ["neg", filter], read
+// anonymously or as the member.
+function shapes(h) {
+  const unknown = Array.from({ length: 20 }, () => pubkeyOf(newKey()));
+  const authors = h.keys.map((k) => getPublicKey(k));
+  const ids = h.noteIds;
+  const channel = (i) => h.channels[i % h.channels.length];
+  return [
+    ["anonymous", '{"limit":1}', () => ["req", { limit: 1 }]],
+    ["anonymous", '{"authors":[unknown],"limit":1}', (i) => ["req", { authors: [unknown[i % 20]], limit: 1 }]],
+    ["anonymous", '{"kinds":[0],"limit":1}', () => ["req", { kinds: [0], limit: 1 }]],
+    ["member", '{"kinds":[1],"limit":1}', () => ["req", { kinds: [1], limit: 1 }]],
+    ["anonymous", "NEG-OPEN {}", () => ["neg", {}]],
+    ["member", '{"kinds":[9],"#h":[ch],"limit":20}', (i) => ["req", { kinds: [9], "#h": [channel(i)], limit: 20 }]],
+    ["member", '{"kinds":[9],"limit":1}', () => ["req", { kinds: [9], limit: 1 }]],
+    ["anonymous", '{"kinds":[1],"limit":50}', () => ["req", { kinds: [1], limit: 50 }]],
+    ["anonymous", '{"authors":[a],"limit":20}', (i) => ["req", { authors: [authors[i % authors.length]], limit: 20 }]],
+    ["anonymous", '{"#t":[x],"limit":20}', (i) => ["req", { "#t": [`topic${i % 20}`], limit: 20 }]],
+    [
+      "anonymous",
+      '{"ids":[10 ids]}',
+      (i) => ["req", { ids: Array.from({ length: 10 }, (_, j) => ids[(i * 7 + j * 19) % ids.length]) }],
+    ],
+  ];
+}
+
+// One request, timed to the end of its answer: { ms, events, end }.
+async function once(client, [how, filter], i) {
+  const before = client.unparsedEvents;
+  const started = performance.now();
+  let end;
+  if (how === "neg") {
+    const id = `n${i}`;
+    end = await client.negOpen(id, filter);
+    const ms = performance.now() - started;
+    if (end === "NEG-MSG") client.negClose(id);
+    return { ms, events: 0, end };
+  }
+  ({ end } = await client.req([filter], 60_000));
+  return { ms: performance.now() - started, events: client.unparsedEvents - before, end };
+}
+
+const endOf = (end) => (end === "EOSE" || end === "NEG-MSG" ? end : `CLOSED/ERR ${String(end).split(":")[0]}:`);
+
+// 3. One relay on the imported history; every shape measured in turn.
+async function measure(size, h, db) {
+  const port = await freePort();
+  const child = spawn(relayBin, [], {
+    cwd: db.dataDir,
+    env: relayEnv(db.dataDir, db.databaseUrl, port),
+    stdio: ["ignore", "ignore", "inherit"],
+  });
+  const url = `ws://127.0.0.1:${port}/`;
+  try {
+    await waitForRelay(url, child);
+    const anonymous = await Client.connect(url, undefined, { light: true });
+    const member = await Client.connect(url, h.keys[0], { light: true });
+    const clientOf = (who) => (who === "member" ? member : anonymous);
+    const list = shapes(h);
+    for (let i = 0; i < warmup; i++) {
+      for (const [who, , make] of list) await once(clientOf(who), make(i), i);
+    }
+    console.log(
+      `\n${backend}, ${size} events (${h.notes} notes, ${h.channels.length} channels), relay pid ${child.pid}, ` +
+        `${single} requests per shape, one at a time on one connection:`,
+    );
+    const results = {};
+    for (const [who, label, make] of list) {
+      const client = clientOf(who);
+      const timings = [];
+      const ends = new Map();
+      let events = 0;
+      const cpu0 = cpuSeconds(child.pid);
+      for (let i = 0; i < single; i++) {
+        const t = await once(client, make(warmup + i), i);
+        timings.push(t.ms);
+        events += t.events;
+        ends.set(endOf(t.end), (ends.get(endOf(t.end)) ?? 0) + 1);
+      }
+      const cpuMs = ((cpuSeconds(child.pid) - cpu0) * 1000) / single;
+      timings.sort((a, b) => a - b);
+      const r = { p50: percentile(timings, 50), p99: percentile(timings, 99), cpuMs };
+      results[`${who} ${label}`] = r;
+      console.log(
+        `${`${who} ${label}`.padEnd(46)} p50 ${r.p50.toFixed(2).padStart(7)} ms  p99 ${r.p99.toFixed(2).padStart(7)} ms` +
+          `  CPU ${cpuMs.toFixed(3).padStart(7)} ms/query  ${(events / single).toFixed(1)} events, ` +
+          [...ends].map(([k, n]) => `${k} ${n}`).join(", "),
+      );
+    }
+    anonymous.close();
+    member.close();
+    return results;
+  } finally {
+    child.kill("SIGTERM");
+    await new Promise((res) => (child.exitCode !== null ? res() : child.once("exit", res)));
+  }
+}
+
+const all = {};
+for (const size of sizes) {
+  const h = await history(size);
+  const db = imported(size, h);
+  all[size] = await measure(size, h, db);
+}
+if (args.drop !== undefined && pg) {
+  for (const size of sizes) run("dropdb", [...pgFlags, "--if-exists", `buzz_scale_${size}`]);
+}
+
+if (sizes.length > 1) {
+  const [small, large] = [sizes[0], sizes[sizes.length - 1]];
+  console.log(`\n${backend}: shape: p50 at ${small}, p50 at ${large}, ratio, ≤ 1.5×?, ≤ 5 ms?`);
+  for (const label of Object.keys(all[small])) {
+    const [a, b] = [all[small][label].p50, all[large][label].p50];
+    console.log(
+      `${label.padEnd(46)} ${a.toFixed(2).padStart(7)} ms  ${b.toFixed(2).padStart(7)} ms  ${(b / a).toFixed(2).padStart(5)}×` +
+        `  ${b / a <= 1.5 ? "yes" : "NO "}  ${b <= 5 ? "yes" : "NO"}`,
+    );
+  }
+}
