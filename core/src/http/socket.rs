@@ -5,94 +5,30 @@
 //! client that stops reading keeps the socket's send buffer full, so actix's write never
 //! completes, never fails, and the connection — its buffers in the process and the
 //! megabytes in the kernel — stays forever; a close frame queued behind it never leaves.
-//! `on_connect` notes the socket in the connection's extensions; [`SocketHandle::abort`]
-//! sets `SO_LINGER` to zero and shuts the socket down, which wakes actix's pending write
-//! with an error: actix drops the connection, and the last close of the socket resets
-//! it, discarding the kernel's queue.
+//! `on_connect` keeps a duplicate of the socket's descriptor in the connection's
+//! extensions; [`SocketHandle::abort`] sets `SO_LINGER` to zero and shuts the socket
+//! down, which wakes actix's pending write with an error: actix drops the connection,
+//! and the last close of the socket resets it, discarding the kernel's queue.
 //!
-//! The note is the socket's descriptor number and its identity (device and inode, which
-//! no other open file shares, and the peer's address), not a duplicate descriptor: a
-//! duplicate made every connection cost two descriptors, so a process under a hard limit
-//! of 20,000 could not hold 10,000 connections. To act on
-//! the socket the relay takes a fresh duplicate of that number through its own pidfd
-//! (`pidfd_getfd`, Linux 5.6), checks it is the same socket, and acts on the duplicate,
-//! which keeps the socket open meanwhile; a number since closed or given to another
-//! file is left alone. Where `pidfd_getfd` is not allowed (older kernels, seccomp
-//! profiles), the relay keeps a duplicate per connection as before.
-//!
-//! The note lives exactly as long as actix's connection (the extensions are dropped
-//! with it), and handles hold it weakly, so a handle never keeps a socket open.
+//! The duplicate lives exactly as long as actix's connection (the extensions are
+//! dropped with it), and handles hold it weakly, so a handle never keeps a socket open
+//! nor reaches a descriptor number the kernel has since given to someone else.
 
 use actix_web::dev::Extensions;
 use actix_web::rt::net::TcpStream;
 use actix_web::HttpRequest;
-use rustix::process::{getpid, pidfd_getfd, pidfd_open, PidfdFlags, PidfdGetfdFlags};
 use socket2::SockRef;
 use std::any::Any;
-use std::net::SocketAddr;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
-use std::sync::{Arc, OnceLock, Weak};
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 use tokio::sync::watch;
 
-/// One connection's socket, noted in its extensions.
+/// A duplicate of one connection's socket, held in its extensions.
 pub(crate) struct ConnSocket {
-    reach: Reach,
+    fd: OwnedFd,
     /// Dropped with the connection: its receivers learn the connection is gone.
     alive: watch::Sender<()>,
-}
-
-/// How the relay reaches a connection's socket again.
-enum Reach {
-    /// Its number and identity, reached through this process's pidfd.
-    Number { fd: RawFd, id: Identity },
-    /// A duplicate descriptor, where `pidfd_getfd` is not allowed.
-    Duplicate(OwnedFd),
-}
-
-/// What tells one socket from any other file that may later get its number.
-#[derive(PartialEq, Eq)]
-struct Identity {
-    dev: u64,
-    ino: u64,
-    peer: Option<SocketAddr>,
-}
-
-impl Identity {
-    fn of(fd: impl AsFd) -> Option<Identity> {
-        let stat = rustix::fs::fstat(&fd).ok()?;
-        Some(Identity {
-            dev: stat.st_dev,
-            ino: stat.st_ino,
-            peer: SockRef::from(&fd).peer_addr().ok()?.as_socket(),
-        })
-    }
-}
-
-/// This process's pidfd, when `pidfd_getfd` works with it here (tried once, on the
-/// pidfd's own number).
-fn own_pidfd() -> Option<&'static OwnedFd> {
-    static PIDFD: OnceLock<Option<OwnedFd>> = OnceLock::new();
-    PIDFD
-        .get_or_init(|| {
-            let pidfd = pidfd_open(getpid(), PidfdFlags::empty()).ok()?;
-            pidfd_getfd(&pidfd, pidfd.as_raw_fd(), PidfdGetfdFlags::empty()).ok()?;
-            Some(pidfd)
-        })
-        .as_ref()
-}
-
-impl ConnSocket {
-    /// A descriptor of this connection's socket, while it is open.
-    fn socket(&self) -> Option<OwnedFd> {
-        match &self.reach {
-            Reach::Duplicate(fd) => fd.try_clone().ok(),
-            Reach::Number { fd, id } => {
-                let held = pidfd_getfd(own_pidfd()?, *fd, PidfdGetfdFlags::empty()).ok()?;
-                (Identity::of(&held).as_ref() == Some(id)).then_some(held)
-            }
-        }
-    }
 }
 
 /// `HttpServer::on_connect`: keep a handle on every plain TCP connection.
@@ -100,23 +36,15 @@ pub(crate) fn on_connect(conn: &dyn Any, ext: &mut Extensions) {
     let Some(tcp) = conn.downcast_ref::<TcpStream>() else {
         return;
     };
-    let reach = match (own_pidfd(), Identity::of(tcp)) {
-        (Some(_), Some(id)) => Reach::Number {
-            fd: tcp.as_raw_fd(),
-            id,
-        },
-        _ => match tcp.as_fd().try_clone_to_owned() {
-            Ok(fd) => Reach::Duplicate(fd),
-            // Out of descriptors: the connection still works, it just cannot be aborted
-            // early (actix's own timeouts remain).
-            Err(err) => {
-                tracing::warn!(error = %err, "cannot keep a handle on a new connection");
-                return;
-            }
-        },
-    };
-    let (alive, _) = watch::channel(());
-    ext.insert(Arc::new(ConnSocket { reach, alive }));
+    match tcp.as_fd().try_clone_to_owned() {
+        Ok(fd) => {
+            let (alive, _) = watch::channel(());
+            ext.insert(Arc::new(ConnSocket { fd, alive }));
+        }
+        // Out of descriptors: the connection still works, it just cannot be aborted
+        // early (actix's own timeouts remain).
+        Err(err) => tracing::warn!(error = %err, "cannot keep a handle on a new connection"),
+    }
 }
 
 /// What a request or WebSocket task keeps to end its connection.
@@ -142,10 +70,10 @@ impl SocketHandle {
     /// its send queue for minutes when the peer does not read). For peers judged too
     /// slow, set before the close frame is queued.
     pub(crate) fn reset_on_close(&self) {
-        let Some(socket) = self.socket.upgrade().and_then(|s| s.socket()) else {
+        let Some(socket) = self.socket.upgrade() else {
             return;
         };
-        if let Err(err) = SockRef::from(&socket).set_linger(Some(Duration::ZERO)) {
+        if let Err(err) = SockRef::from(&socket.fd).set_linger(Some(Duration::ZERO)) {
             tracing::debug!(error = %err, "SO_LINGER on a connection being let go");
         }
     }
@@ -154,10 +82,10 @@ impl SocketHandle {
     /// reading and whatever is queued for it is to be discarded.
     pub(crate) fn abort(&self) {
         self.reset_on_close();
-        let Some(socket) = self.socket.upgrade().and_then(|s| s.socket()) else {
+        let Some(socket) = self.socket.upgrade() else {
             return;
         };
-        if let Err(err) = SockRef::from(&socket).shutdown(std::net::Shutdown::Both) {
+        if let Err(err) = SockRef::from(&socket.fd).shutdown(std::net::Shutdown::Both) {
             // Already shut down or reset by the peer: nothing left to end.
             tracing::debug!(error = %err, "shutting down an aborted connection");
         }
