@@ -1,25 +1,33 @@
 //! What the relay says once it is up, so an operator never has to guess: where it
 //! listens, which communities and plugins it serves, where its data and key live, and
-//! how to open the console. A start that created the data directory says so.
+//! how to open the console, and the open-file limit it raised (`file_limit.rs`). A start
+//! that created the data directory says so.
 
+use crate::file_limit::FileLimit;
 use buzz_core::config::{LogFormat, Settings};
 use buzz_core::relay::RunningRelay;
 use std::path::{Path, PathBuf};
 
 /// What was true before the relay started: the configuration file it read (if any), and
-/// whether the data directory was already there.
+/// whether the data directory was already there; and the open-file limit raised first.
 pub(crate) struct BeforeStart {
     config: Option<PathBuf>,
     data_dir_existed: bool,
+    files: FileLimit,
 }
 
 impl BeforeStart {
     /// `config`: the file `PluginCatalog::load_settings` read (the `--config` path, or `./config.toml`
     /// when present).
-    pub(crate) fn look(settings: &Settings, config: Option<&Path>) -> BeforeStart {
+    pub(crate) fn look(
+        settings: &Settings,
+        config: Option<&Path>,
+        files: FileLimit,
+    ) -> BeforeStart {
         BeforeStart {
             config: config.map(|p| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf())),
             data_dir_existed: settings.relay.data_dir.exists(),
+            files,
         }
     }
 }
@@ -46,6 +54,7 @@ pub(crate) fn announce(relay: &RunningRelay, settings: &Settings, before: &Befor
             plugins = %facts.plugins.join(", "),
             database = %facts.database,
             data_dir = %facts.data_dir,
+            open_files = %facts.open_files,
             relay_key = %facts.key,
             relay_pubkey = %relay.pubkey(),
             console = %facts.console,
@@ -64,6 +73,7 @@ struct Facts {
     plugins: Vec<String>,
     database: String,
     data_dir: String,
+    open_files: String,
     key: String,
     console: String,
     config: String,
@@ -109,6 +119,7 @@ impl Facts {
                 .collect(),
             database: crate::redact::without_password(&settings.storage.database_url),
             data_dir: data_dir.display().to_string(),
+            open_files: before.files.describe(),
             key,
             console,
             config: before.config.as_ref().map_or_else(
@@ -129,6 +140,7 @@ impl Facts {
             format!("  plugins      {}", self.plugins.join(", ")),
             format!("  database     {}", self.database),
             format!("  data         {}", self.data_dir),
+            format!("  open files   {}", self.open_files),
             format!("  relay key    {}", self.key),
             format!("  config       {}", self.config),
             format!("  console      {}", self.console),

@@ -1,6 +1,7 @@
 //! `buzz-relay`: reads the config, hands core the plugins built into this binary
 //! (`lib.rs`) and runs the relay, or one of the operator commands.
 
+mod file_limit;
 mod first_start;
 mod logging;
 mod redact;
@@ -264,7 +265,9 @@ async fn serve(
     config_flag: Option<&std::path::Path>,
 ) -> anyhow::Result<()> {
     let config = first_start::config_in_use(config_flag);
-    let before = first_start::BeforeStart::look(&settings, config.as_deref());
+    // Before anything opens a descriptor: connections, the database, the listener.
+    let files = file_limit::FileLimit::raise();
+    let before = first_start::BeforeStart::look(&settings, config.as_deref(), files);
     let relay = RelayBuilder::new(settings.clone())
         .catalog(catalog)
         .start()

@@ -24,6 +24,7 @@ pub mod nip86;
 pub mod nips;
 pub mod plugin;
 pub mod query;
+pub(crate) mod queue;
 pub mod redis_link;
 pub mod relay;
 pub mod relay_key;

@@ -79,7 +79,8 @@ export async function startBuzz(bin, databaseUrl, extraEnv = {}, cpus = undefine
   return { name: "buzz", url, child, dir };
 }
 
-export async function startPeer(bin, cpus = undefined) {
+// `extraConfig`: more TOML appended to its config file (e.g. an `[authorization]` section).
+export async function startPeer(bin, cpus = undefined, extraConfig = "") {
   const dir = mkdtempSync(join(tmpdir(), "peer-read-load-"));
   const port = await freePort();
   writeFileSync(
@@ -87,7 +88,8 @@ export async function startPeer(bin, cpus = undefined) {
     `[info]\nrelay_url = "ws://127.0.0.1:${port}/"\nname = "peer"\n` +
       `[database]\ndata_directory = "${dir}"\n` +
       `[network]\naddress = "127.0.0.1"\nport = ${port}\n` +
-      `[limits]\nmax_event_bytes = 524288\n`,
+      `[limits]\nmax_event_bytes = 524288\n` +
+      extraConfig,
   );
   const child = spawnOn(cpus, bin, ["--config", join(dir, "config.toml"), "--db", dir], {
     cwd: dir,

@@ -8,12 +8,13 @@
 
 use super::index::{LiveCondition, SubKey, SubscriptionIndex};
 use super::{LiveBus, LIVE_BUFFER};
+use crate::queue;
 use crate::stored::StoredEvent;
 use buzz_nostr::filter::Filter;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::broadcast;
 
 /// An event for one connection, with the subscriptions it matched (empty for an event
 /// every subscribed connection gets, see [`Fanout::start`]).
@@ -34,7 +35,7 @@ struct Hub {
     owner: HashMap<SubKey, u64>,
     /// Every connection's inbox and how many subscriptions it has open. Dropping a
     /// sender closes that inbox: how a connection learns it fell behind.
-    conns: HashMap<u64, (mpsc::Sender<Delivery>, usize)>,
+    conns: HashMap<u64, (queue::Sender<Delivery>, usize)>,
     /// Connections with an authenticated caller: they hear access changes even without
     /// a subscription (a ban closes them, `http/ws/live.rs`).
     authenticated: HashSet<u64>,
@@ -74,7 +75,7 @@ impl Fanout {
     /// A new connection's inbox (it costs nothing until it subscribes).
     pub fn connect(self: &Arc<Self>) -> LiveInbox {
         let id = self.next_key.fetch_add(1, Ordering::Relaxed);
-        let (tx, rx) = mpsc::channel(LIVE_BUFFER);
+        let (tx, rx) = queue::channel(LIVE_BUFFER);
         self.hub().conns.insert(id, (tx, 0));
         LiveInbox {
             fanout: self.clone(),
@@ -119,7 +120,7 @@ impl Fanout {
                 event: event.clone(),
                 subs,
             };
-            if let Err(mpsc::error::TrySendError::Full(_)) = tx.try_send(delivery) {
+            if let Err(queue::TrySendError::Full(_)) = tx.try_send(delivery) {
                 behind.push(conn);
             }
         }
@@ -170,7 +171,7 @@ async fn dispatch(
 pub struct LiveInbox {
     fanout: Arc<Fanout>,
     id: u64,
-    rx: mpsc::Receiver<Delivery>,
+    rx: queue::Receiver<Delivery>,
     subs: HashSet<SubKey>,
 }
 

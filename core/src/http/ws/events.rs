@@ -5,7 +5,9 @@
 //! wake-up (a syscall each) and, since each answer was written on its own, a socket
 //! write each. With all of a connection's EVENTs in one task, a batch wakes it once and
 //! its OKs leave in one write. The task is separate from the connection task so that
-//! EVENTs keep going while the connection serves a REQ.
+//! EVENTs keep going while the connection serves a REQ. It starts with the connection's
+//! first EVENT: most connections of a team chat only read, and an idle connection
+//! should not hold a task and a queue it never uses.
 
 use super::super::AppState;
 use super::messages;
@@ -31,22 +33,32 @@ struct Submitted {
 /// was handed (every EVENT gets its OK, if the client is still there) after the
 /// connection drops this.
 pub(super) struct EventRunner {
-    queue: mpsc::UnboundedSender<Submitted>,
+    /// The runner's queue, once the first EVENT started it.
+    queue: Option<mpsc::UnboundedSender<Submitted>>,
+    state: Arc<AppState>,
     out: Outbound,
 }
 
 impl EventRunner {
-    /// Start the runner task on the current worker. Unbounded queue: the connection's
-    /// in-flight slots already bound what it holds.
-    pub(super) fn start(state: Arc<AppState>, out: Outbound) -> EventRunner {
-        let (queue, rx) = mpsc::unbounded_channel();
-        actix_web::rt::spawn(run(state, out.clone(), rx));
-        EventRunner { queue, out }
+    /// A runner not started yet.
+    pub(super) fn new(state: Arc<AppState>, out: Outbound) -> EventRunner {
+        EventRunner {
+            queue: None,
+            state,
+            out,
+        }
     }
 
-    /// Run `event` for `ctx`; its OK goes to the connection's outbound queue.
-    pub(super) fn submit(&self, ctx: ConnCtx, event: Event, slot: OwnedSemaphorePermit) {
-        if let Err(refused) = self.queue.send(Submitted { ctx, event, slot }) {
+    /// Run `event` for `ctx`; its OK goes to the connection's outbound queue. The first
+    /// EVENT starts the runner task on the current worker. Unbounded queue: the
+    /// connection's in-flight slots already bound what it holds.
+    pub(super) fn submit(&mut self, ctx: ConnCtx, event: Event, slot: OwnedSemaphorePermit) {
+        let queue = self.queue.get_or_insert_with(|| {
+            let (queue, rx) = mpsc::unbounded_channel();
+            actix_web::rt::spawn(run(self.state.clone(), self.out.clone(), rx));
+            queue
+        });
+        if let Err(refused) = queue.send(Submitted { ctx, event, slot }) {
             // The runner is gone (it only ends after the connection): answer, never drop.
             let id = &refused.0.event.id;
             let reason = Reason::Internal(anyhow::anyhow!("event runner stopped"));

@@ -10,11 +10,14 @@ use std::time::Instant;
 
 impl Connection {
     /// Deliver one live event; `Some` when the connection must end (its caller was
-    /// banned: `access/standing.rs`).
+    /// banned: `access/standing.rs`). The access awaits, which only access changes and
+    /// policy reloads reach, are boxed: this future is part of every idle connection's
+    /// task (`Connection::run`), and a plain delivery allocates nothing for them.
     pub(super) async fn on_live(&mut self, delivery: Delivery) -> Option<End> {
         let event = &delivery.event;
         if changes_access(event.event.kind) {
-            if let Err(reason) = self.state.services.access.check_standing(&self.ctx).await {
+            let standing = Box::pin(self.state.services.access.check_standing(&self.ctx));
+            if let Err(reason) = standing.await {
                 return Some(End::Banned(reason.wire_text()));
             }
         }
@@ -29,7 +32,7 @@ impl Connection {
         let generation = self.state.services.access.policy_generation();
         if changes_access(event.event.kind) || generation != self.policy_generation {
             self.policy_generation = generation;
-            self.refresh_live_scope().await;
+            Box::pin(self.refresh_live_scope()).await;
         }
         let Some(scope) = &self.scope else {
             return None;

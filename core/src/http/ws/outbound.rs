@@ -17,6 +17,7 @@
 //! that the socket does not take for that long (the connection's heartbeat checks
 //! [`Outbound::taken`] and [`Outbound::pending`]). The connection is then closed.
 
+use crate::queue;
 use actix_codec::Encoder;
 use actix_http::ws::{Codec, Message};
 use actix_web::web::{Bytes, BytesMut};
@@ -27,13 +28,13 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio::sync::{mpsc, Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 
 /// The queue's side of one connection (cheap to clone: the EVENT runner answers through
 /// it).
 #[derive(Clone)]
 pub(super) struct Outbound {
-    queue: mpsc::Sender<Item>,
+    queue: queue::Sender<Item>,
     conn_bytes: Arc<Semaphore>,
     relay_bytes: Arc<Semaphore>,
     /// Charge per message is capped here, so one message larger than the whole budget
@@ -74,7 +75,7 @@ impl Outbound {
         stall: Duration,
         incoming: B,
     ) -> (Outbound, OutboundBody<B>) {
-        let (queue, rx) = mpsc::channel(max_messages.max(1));
+        let (queue, rx) = queue::channel(max_messages);
         let flow = Arc::new(Flow::default());
         let out = Outbound {
             queue,
@@ -100,7 +101,7 @@ impl Outbound {
         u32::try_from(text.len().clamp(1, self.max_bytes)).unwrap_or(u32::MAX)
     }
 
-    fn enqueue(&self, item: Item) -> Result<(), mpsc::error::TrySendError<Item>> {
+    fn enqueue(&self, item: Item) -> Result<(), queue::TrySendError<Item>> {
         // Counted before the send, so the body never sees a message it has not counted.
         self.flow.pending.fetch_add(1, Ordering::Relaxed);
         self.queue.try_send(item).inspect_err(|_| {
@@ -189,7 +190,7 @@ impl Outbound {
                     [conn, relay]
                 }
             };
-            let slot = self.queue.reserve().await.ok()?;
+            let slot = self.queue.reserve().await?;
             self.flow.pending.fetch_add(1, Ordering::Relaxed);
             slot.send(Item::Text(text, permits));
             Some(())
@@ -262,7 +263,7 @@ impl Reserved {
 
 /// The WebSocket response body: the connection's queue, one encoded frame per chunk.
 pub(super) struct OutboundBody<B> {
-    rx: mpsc::Receiver<Item>,
+    rx: queue::Receiver<Item>,
     codec: Codec,
     /// The permits of the message handed out last, returned at the next pull (actix
     /// has copied that message into its write buffer by then).
