@@ -311,7 +311,15 @@ fn plugins_and_tools_take_protocol_types_from_the_protocol_crate() {
 const LAYERS: &[&[&str]] = &[
     // What everything takes: failures, settings, the stored event, time, the key file, the
     // bounded queue connections and the live bus use.
-    &["error", "config", "stored", "clock", "relay_key", "nips", "queue"],
+    &[
+        "error",
+        "config",
+        "stored",
+        "clock",
+        "relay_key",
+        "nips",
+        "queue",
+    ],
     // Storage and Redis, and host → community.
     &["store", "redis_link", "community"],
     // The shared services built on them; a connection's context.
