@@ -2,9 +2,9 @@
 //! (`src/file_limit.rs`): started from a shell whose soft limit is 256, the running
 //! process has the hard limit as its soft one, and the start-up block names both.
 
-use std::io::BufRead;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+mod support;
+
+use std::process::Command;
 
 /// "Max open files" of `/proc/<pid>/limits`: (soft, hard) as written there.
 fn open_files(pid: &str) -> (String, String) {
@@ -29,44 +29,18 @@ fn the_soft_limit_is_raised_to_the_hard_limit_and_the_block_says_so() {
     );
     let dir = tempfile::tempdir().expect("tempdir");
     // The shell lowers its soft limit, then becomes the relay (same pid).
-    let mut child = Command::new("sh")
+    let mut shell = Command::new("sh");
+    shell
         .arg("-c")
         .arg("ulimit -Sn 256 && exec \"$0\"")
-        .arg(env!("CARGO_BIN_EXE_buzz-relay"))
-        .current_dir(dir.path())
-        .env_remove("DATABASE_URL")
-        .env_remove("RUST_LOG")
-        .env("BUZZ__SERVER__BIND", "127.0.0.1:0")
-        .env("BUZZ__METRICS__BIND", "127.0.0.1:0")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start buzz-relay");
-    let pid = child.id().to_string();
-    let stderr = child.stderr.take().expect("stderr");
-    let (lines, seen) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stderr)
-            .lines()
-            .map_while(Result::ok)
-        {
-            if lines.send(line).is_err() {
-                return;
-            }
-        }
-    });
-    let mut log = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !log.iter().any(|l: &String| l.contains("console")) {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match seen.recv_timeout(left) {
-            Ok(line) => log.push(line),
-            Err(_) => break,
-        }
-    }
-    let running = open_files(&pid);
-    let _ = child.kill();
-    let _ = child.wait();
+        .arg(env!("CARGO_BIN_EXE_buzz-relay"));
+    let mut running = None;
+    let log = support::run_until(
+        support::configured(shell, dir.path(), &[]),
+        "console",
+        |pid| running = Some(open_files(&pid.to_string())),
+    );
+    let running = running.expect("the relay ran");
     let log = log.join("\n");
     assert_eq!(running, (hard.clone(), hard.clone()), "{log}");
     let expected = format!("open files   {hard} (raised from 256, the hard limit)");
