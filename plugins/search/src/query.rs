@@ -29,6 +29,22 @@ pub struct Term {
     pub prefix: bool,
 }
 
+impl Term {
+    /// The term's tokens as the community-wide walk reads them (more places than a walk
+    /// names, or a prefix term): each token's scoped form at any place, the last one's
+    /// as a prefix when the term is one. Both backends' expressions start from these.
+    fn in_community<'a>(&'a self, places: &'a Places) -> impl Iterator<Item = String> + 'a {
+        let last = self.tokens.len().saturating_sub(1);
+        self.tokens.iter().enumerate().map(move |(i, tok)| {
+            if self.prefix && i == last {
+                places.starting(tok)
+            } else {
+                places.anywhere(tok)
+            }
+        })
+    }
+}
+
 /// A parsed search: every term must match.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Search {
@@ -141,17 +157,8 @@ impl Search {
                 }
                 _ => {
                     let tokens: Vec<String> = t
-                        .tokens
-                        .iter()
-                        .enumerate()
-                        .map(|(i, tok)| {
-                            let start = if t.prefix && i + 1 == t.tokens.len() {
-                                places.starting(tok)
-                            } else {
-                                places.anywhere(tok)
-                            };
-                            format!("\"{start}\" *")
-                        })
+                        .in_community(places)
+                        .map(|start| format!("\"{start}\" *"))
                         .collect();
                     format!("({})", tokens.join(" + "))
                 }
@@ -184,17 +191,8 @@ impl Search {
                 }
                 _ => {
                     let lexemes: Vec<String> = t
-                        .tokens
-                        .iter()
-                        .enumerate()
-                        .map(|(i, tok)| {
-                            let start = if t.prefix && i + 1 == t.tokens.len() {
-                                places.starting(tok)
-                            } else {
-                                places.anywhere(tok)
-                            };
-                            format!("{}:*", quote_lexeme(&start))
-                        })
+                        .in_community(places)
+                        .map(|start| format!("{}:*", quote_lexeme(&start)))
                         .collect();
                     format!("({})", lexemes.join(" <-> "))
                 }
