@@ -8,7 +8,7 @@
 //! mutex, allocated at the first message and given back once drained, and a semaphore
 //! counting its room. It keeps the contract the relay relies on from tokio's bounded
 //! mpsc: `try_send` fails when full or when the receiver is gone; a reserved slot waits
-//! for room; `recv` is cancel-safe and yields `None` once every sender is gone and the
+//! for room; taking an item spends the task's cooperative budget; `recv` is cancel-safe and yields `None` once every sender is gone and the
 //! queue is empty; dropping the receiver drops what was queued (and with it whatever
 //! the items hold) and fails every sender from then on.
 
@@ -144,7 +144,22 @@ pub(crate) struct Receiver<T> {
 
 impl<T> Receiver<T> {
     /// The next item; `None` once every sender is gone and nothing is queued.
+    ///
+    /// Each item taken spends the task's cooperative budget, as tokio's own channels do:
+    /// a task draining a full queue yields to the others on its worker every so often.
+    /// Without that, a connection moving a backlog of live deliveries into its outbound
+    /// queue never let the task that writes that queue to the socket run, and filled it
+    /// (the client was closed "too slow" while it read as fast as it could).
     pub(crate) fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<T>> {
+        let budget = std::task::ready!(tokio::task::coop::poll_proceed(cx));
+        let received = self.poll_take(cx);
+        if received.is_ready() {
+            budget.made_progress();
+        }
+        received
+    }
+
+    fn poll_take(&mut self, cx: &mut Context<'_>) -> Poll<Option<T>> {
         if let Some(item) = self.pop() {
             return Poll::Ready(Some(item));
         }
@@ -241,6 +256,28 @@ mod tests {
         assert!(waiter.await.expect("waiter"), "a waiting sender fails");
         assert!(tx.is_closed());
         assert!(matches!(tx.try_send(held), Err(TrySendError::Closed(_))));
+    }
+
+    /// A task taking item after item from a full queue yields within its cooperative
+    /// budget, so the other tasks of its worker run meanwhile (`poll_recv`).
+    #[tokio::test]
+    async fn a_long_drain_lets_other_tasks_run() {
+        let (tx, mut rx) = channel::<u32>(1000);
+        for i in 0..1000 {
+            tx.try_send(i).expect("room");
+        }
+        let ran = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = ran.clone();
+        tokio::spawn(async move { flag.store(true, Ordering::SeqCst) });
+        let mut taken = 0;
+        while taken < 1000 && !ran.load(Ordering::SeqCst) {
+            rx.recv().await.expect("item");
+            taken += 1;
+        }
+        assert!(
+            taken < 1000,
+            "the other task never ran while 1000 items were taken"
+        );
     }
 
     #[tokio::test]
