@@ -8,8 +8,8 @@
 //! mutex, allocated at the first message and given back once drained, and a semaphore
 //! counting its room. It keeps the contract the relay relies on from tokio's bounded
 //! mpsc: `try_send` fails when full or when the receiver is gone; a reserved slot waits
-//! for room; taking an item spends the task's cooperative budget; `recv` is cancel-safe and yields `None` once every sender is gone and the
-//! queue is empty; dropping the receiver drops what was queued (and with it whatever
+//! for room; taking an item spends the task's cooperative budget; `recv` is
+//! cancel-safe and yields `None` once every sender is gone and the queue is empty; dropping the receiver drops what was queued (and with it whatever
 //! the items hold) and fails every sender from then on.
 
 use futures_util::task::AtomicWaker;
