@@ -9,8 +9,9 @@
 //! counting its room. It keeps the contract the relay relies on from tokio's bounded
 //! mpsc: `try_send` fails when full or when the receiver is gone; a reserved slot waits
 //! for room; taking an item spends the task's cooperative budget; `recv` is
-//! cancel-safe and yields `None` once every sender is gone and the queue is empty; dropping the receiver drops what was queued (and with it whatever
-//! the items hold) and fails every sender from then on.
+//! cancel-safe and yields `None` once every sender is gone and the queue is empty;
+//! dropping the receiver drops what was queued (and with it whatever the items hold)
+//! and fails every sender from then on.
 
 use futures_util::task::AtomicWaker;
 use std::collections::VecDeque;
