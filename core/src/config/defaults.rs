@@ -54,6 +54,7 @@ max_outbound_bytes = 4194304
 max_outbound_bytes_total = 268435456
 outbound_stall_secs = 30
 max_inflight_events = 64
+refusals_per_sec = 20
 max_filter_values = 2000
 max_query_values = 4000
 max_filter_bytes = 1048576

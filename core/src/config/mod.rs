@@ -230,6 +230,10 @@ pub struct LimitSettings {
     pub outbound_stall_secs: u64,
     /// EVENT messages one connection may have in flight at once.
     pub max_inflight_events: usize,
+    /// Refused messages (`NOTICE`, `CLOSED`, `OK false`, `NEG-ERR`) one WebSocket
+    /// connection may cost per second; after a burst of five seconds' worth its next
+    /// message is read later (0 = no bound).
+    pub refusals_per_sec: u32,
     /// Values one filter may hold: ids, authors, kinds and every `#tag` list together.
     pub max_filter_values: usize,
     /// Values all filters of one REQ or `POST /query` may hold together.

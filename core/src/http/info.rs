@@ -44,6 +44,7 @@ pub(super) fn document(state: &AppState, ctx: &RequestCtx) -> Value {
             "max_filter_bytes": l.max_filter_bytes,
             "max_reads_per_client": l.max_reads_per_client,
             "max_count": l.max_count,
+            "refusals_per_sec": l.refusals_per_sec,
             "max_expiring_bytes_per_pubkey": l.max_expiring_bytes_per_pubkey,
             "auth_required": false,
             "restricted_writes": true,

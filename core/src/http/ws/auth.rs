@@ -44,7 +44,9 @@ impl Connection {
                 self.refresh_scope().await;
                 self.out.send(messages::ok(&id, true, ""));
             }
-            Err(reason) => self.out.send(messages::ok(&id, false, &reason.wire_text())),
+            Err(reason) => self
+                .out
+                .refuse(messages::ok(&id, false, &reason.wire_text())),
         }
     }
 

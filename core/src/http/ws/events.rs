@@ -62,7 +62,8 @@ impl EventRunner {
             // The runner is gone (it only ends after the connection): answer, never drop.
             let id = &refused.0.event.id;
             let reason = Reason::Internal(anyhow::anyhow!("event runner stopped"));
-            self.out.send(messages::ok(id, false, &reason.wire_text()));
+            self.out
+                .refuse(messages::ok(id, false, &reason.wire_text()));
         }
     }
 }
@@ -98,10 +99,9 @@ async fn answer(state: &AppState, out: &Outbound, submitted: Submitted) {
                 "running the event panicked"
             )))
         });
-    let answer = match outcome {
-        Ok(accepted) => messages::ok(&id, true, &accepted.message),
-        Err(reason) => messages::ok(&id, false, &reason.wire_text()),
-    };
-    out.send(answer);
+    match outcome {
+        Ok(accepted) => out.send(messages::ok(&id, true, &accepted.message)),
+        Err(reason) => out.refuse(messages::ok(&id, false, &reason.wire_text())),
+    }
     drop(slot);
 }

@@ -26,6 +26,7 @@ mod events;
 mod live;
 mod messages;
 mod outbound;
+mod refusals;
 mod req;
 mod salvage;
 mod verbs;
@@ -49,6 +50,7 @@ use buzz_nostr::nip42;
 use events::EventRunner;
 use messages::ClientMessage;
 use outbound::Outbound;
+use refusals::NextRead;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -116,6 +118,7 @@ pub(super) async fn upgrade(
             limits.max_outbound_bytes,
             state.outbound.clone(),
             Duration::from_secs(limits.outbound_stall_secs),
+            limits.refusals_per_sec,
             incoming,
         );
         outbound = Some(out);
@@ -285,7 +288,13 @@ impl Connection {
         // The next message is read only while an in-flight slot is held, so a busy
         // publisher is slowed at the socket while live events keep flowing.
         let mut slot: Option<OwnedSemaphorePermit> = None;
+        // Past its refusal budget the connection reads its next message only from this
+        // instant on (`refusals.rs`); live events and the heartbeat go on meanwhile.
+        let mut read_after: Option<Instant> = None;
         let end = loop {
+            if slot.is_some() && read_after.is_none() {
+                read_after = self.read_after();
+            }
             tokio::select! {
                 // A client found too slow is dropped before anything else it sent is
                 // served (each REQ it queued would wait the stall limit again).
@@ -297,13 +306,15 @@ impl Connection {
                         break End::ClientClosed;
                     }
                 }
-                msg = stream.recv(), if slot.is_some() => match msg {
+                () = tokio::time::sleep_until(read_after.unwrap_or_else(Instant::now).into()),
+                    if read_after.is_some() => read_after = None,
+                msg = stream.recv(), if slot.is_some() && read_after.is_none() => match msg {
                     None => break End::ClientClosed,
                     Some(Ok(AggregatedMessage::Text(text))) => {
                         Box::pin(self.on_text(&text, &mut slot)).await
                     }
                     Some(Ok(AggregatedMessage::Binary(_))) => {
-                        self.out.send(messages::notice("invalid: binary messages are not supported"));
+                        self.out.refuse(messages::notice("invalid: binary messages are not supported"));
                     }
                     Some(Ok(AggregatedMessage::Ping(bytes))) => {
                         self.out.pong(bytes);
@@ -375,6 +386,25 @@ impl Connection {
         }
     }
 
+    /// When the next message may be read, if not now: the connection is past its refusal
+    /// budget. The first time in a stretch over it, the client is told.
+    fn read_after(&self) -> Option<Instant> {
+        match self.out.next_read() {
+            NextRead::Now => None,
+            NextRead::At { at, notice } => {
+                if notice {
+                    let per_sec = self.state.services.settings.limits.refusals_per_sec;
+                    self.out.send(messages::notice(&format!(
+                        "rate-limited: more than {per_sec} refused messages a second \
+                         (limits.refusals_per_sec); this connection's next messages are read \
+                         more slowly"
+                    )));
+                }
+                Some(at)
+            }
+        }
+    }
+
     /// The heartbeat's rules, checked every half stall limit: a client that neither
     /// answers a ping nor takes anything written for the stall limit, or whose queued
     /// output the socket has not taken for that long (an unsolicited pong does not
@@ -427,7 +457,7 @@ impl Connection {
                 if let Some(id) = salvage::event_id(text) {
                     self.out.send(messages::ok(&id, false, &text_of_reason));
                 }
-                self.out.send(messages::notice(&text_of_reason));
+                self.out.refuse(messages::notice(&text_of_reason));
             }
         }
     }
@@ -445,7 +475,7 @@ impl Connection {
                 self.out.send(messages::ok(&id, false, &reason));
                 // Every unparseable EVENT also gets a NOTICE: a client that cannot match
                 // the OK (no readable id) still learns why.
-                self.out.send(messages::notice(&reason));
+                self.out.refuse(messages::notice(&reason));
                 return;
             }
         };

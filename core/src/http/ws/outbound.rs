@@ -17,6 +17,7 @@
 //! that the socket does not take for that long (the connection's heartbeat checks
 //! [`Outbound::taken`] and [`Outbound::pending`]). The connection is then closed.
 
+use super::refusals::{NextRead, RefusalBudget};
 use crate::queue;
 use actix_codec::Encoder;
 use actix_http::ws::{Codec, Message};
@@ -44,6 +45,8 @@ pub(super) struct Outbound {
     /// Raised when the client is too slow; the connection task closes on it.
     pub too_slow: Arc<Notify>,
     flow: Arc<Flow>,
+    /// What this connection's refusals have cost (see [`Outbound::refuse`]).
+    refusals: Arc<RefusalBudget>,
 }
 
 /// How far the socket has got: written by the body as it hands messages out, read by
@@ -73,6 +76,7 @@ impl Outbound {
         max_bytes: usize,
         relay_bytes: Arc<Semaphore>,
         stall: Duration,
+        refusals_per_sec: u32,
         incoming: B,
     ) -> (Outbound, OutboundBody<B>) {
         let (queue, rx) = queue::channel(max_messages);
@@ -85,6 +89,7 @@ impl Outbound {
             stall,
             too_slow: Arc::new(Notify::new()),
             flow: flow.clone(),
+            refusals: Arc::new(RefusalBudget::new(refusals_per_sec)),
         };
         let body = OutboundBody {
             rx,
@@ -125,6 +130,19 @@ impl Outbound {
         if !queued && !self.queue.is_closed() {
             self.too_slow.notify_one();
         }
+    }
+
+    /// Queue a refusal (`NOTICE`, `CLOSED`, `OK false`, `NEG-ERR`) like [`Outbound::send`],
+    /// charged to the connection's refusal budget: the one way refusals reach the client,
+    /// from the connection task and its EVENT task alike.
+    pub(super) fn refuse(&self, text: String) {
+        self.send(text);
+        self.refusals.charge(std::time::Instant::now());
+    }
+
+    /// Whether the connection may read its next message now, by its refusal budget.
+    pub(super) fn next_read(&self) -> NextRead {
+        self.refusals.next_read(std::time::Instant::now())
     }
 
     /// Queue part of an answer the client asked for (a REQ's events, its EOSE), waiting

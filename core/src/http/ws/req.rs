@@ -27,7 +27,8 @@ impl Connection {
     /// Refuse a REQ: it ends any subscription of that id.
     pub(super) fn refuse_req(&mut self, sub_id: &str, reason: &Reason) {
         self.close_sub(sub_id);
-        self.out.send(messages::closed(sub_id, &reason.wire_text()));
+        self.out
+            .refuse(messages::closed(sub_id, &reason.wire_text()));
     }
 
     pub(super) async fn serve_req(&mut self, sub_id: String, raw: Vec<Value>, filter_bytes: usize) {
@@ -36,7 +37,7 @@ impl Connection {
         if !self.subs.contains_key(&sub_id) && self.subs.len() >= max_subs {
             let reason = Reason::RateLimited(format!("at most {max_subs} open subscriptions"));
             self.out
-                .send(messages::closed(&sub_id, &reason.wire_text()));
+                .refuse(messages::closed(&sub_id, &reason.wire_text()));
             return;
         }
         // A REQ with an open id replaces that subscription: its bytes are given back.
@@ -95,7 +96,7 @@ impl Connection {
             Err(reason) => {
                 self.live.remove(key);
                 self.out
-                    .send(messages::closed(&sub_id, &reason.wire_text()));
+                    .refuse(messages::closed(&sub_id, &reason.wire_text()));
                 return;
             }
         };
@@ -136,7 +137,7 @@ impl Connection {
                 Err(reason) => {
                     self.live.remove(key);
                     self.out
-                        .send(messages::closed(&sub_id, &reason.wire_text()));
+                        .refuse(messages::closed(&sub_id, &reason.wire_text()));
                     return;
                 }
             }

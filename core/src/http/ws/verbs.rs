@@ -21,11 +21,12 @@ impl Connection {
             Ok(filters) => self.state.query.count(&self.ctx, filters).await,
             Err(refusal) => Err(refusal.into()),
         };
-        let answer = match counted {
-            Ok(n) => messages::count(&sub_id, n),
-            Err(reason) => messages::closed(&sub_id, &reason.wire_text()),
-        };
-        self.out.send(answer);
+        match counted {
+            Ok(n) => self.out.send(messages::count(&sub_id, n)),
+            Err(reason) => self
+                .out
+                .refuse(messages::closed(&sub_id, &reason.wire_text())),
+        }
     }
 
     /// A verb NIP-01 does not define: the first plugin declaring it answers; else core.
@@ -38,10 +39,14 @@ impl Connection {
             match answered {
                 Ok(replies) => {
                     for reply in replies {
-                        self.out.send(reply.to_string());
+                        if is_refusal(&reply) {
+                            self.out.refuse(reply.to_string());
+                        } else {
+                            self.out.send(reply.to_string());
+                        }
                     }
                 }
-                Err(reason) => self.out.send(messages::notice(&reason.wire_text())),
+                Err(reason) => self.out.refuse(messages::notice(&reason.wire_text())),
             }
             return;
         }
@@ -51,13 +56,23 @@ impl Connection {
                 let reason = Reason::Blocked(
                     "NIP-77 negentropy sync is not enabled on this relay; use REQ".into(),
                 );
-                self.out.send(messages::neg_err(id, &reason.wire_text()));
+                self.out.refuse(messages::neg_err(id, &reason.wire_text()));
             }
             Some(_) if verb == NEGENTROPY_CLOSE => {}
             _ => {
                 let reason = Reason::invalid(format!("unknown message type {verb:?}"));
-                self.out.send(messages::notice(&reason.wire_text()));
+                self.out.refuse(messages::notice(&reason.wire_text()));
             }
         }
+    }
+}
+
+/// A plugin's reply that refuses what the client sent (it counts against the
+/// connection's refusal budget like core's own refusals).
+fn is_refusal(reply: &Value) -> bool {
+    match reply.get(0).and_then(Value::as_str) {
+        Some("NOTICE" | "CLOSED" | "NEG-ERR") => true,
+        Some("OK") => reply.get(2) == Some(&Value::Bool(false)),
+        _ => false,
     }
 }
