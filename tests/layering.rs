@@ -458,9 +458,12 @@ fn workspace_crates() -> Vec<(String, PathBuf)> {
 
 /// The file of module `dir/name`: `name.rs` or `name/mod.rs`.
 fn module_file(dir: &Path, name: &str) -> Option<PathBuf> {
-    [dir.join(format!("{name}.rs")), dir.join(name).join("mod.rs")]
-        .into_iter()
-        .find(|path| path.is_file())
+    [
+        dir.join(format!("{name}.rs")),
+        dir.join(name).join("mod.rs"),
+    ]
+    .into_iter()
+    .find(|path| path.is_file())
 }
 
 /// Why `path::item` (`item` maybe `Type::method`) does not resolve, if it does not:
@@ -519,11 +522,7 @@ fn check_module_path(span: &str, crates: &[(String, PathBuf)]) -> Option<String>
     }
     // A lower-case name followed by more names must have been a module.
     if rest.len() > 1 && rest[0].starts_with(|c: char| c.is_ascii_lowercase()) {
-        return Some(format!(
-            "no module `{}` under {}",
-            rest[0],
-            relative(&dir)
-        ));
+        return Some(format!("no module `{}` under {}", rest[0], relative(&dir)));
     }
     missing_item(&file, rest, &crate_src)
 }
