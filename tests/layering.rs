@@ -8,6 +8,8 @@
 //!   server, cache or script engine; store builds on it, never on `channels`; config
 //!   parses without the plugin catalog; everyone takes protocol types from it;
 //! - the repository's docs and code never point at files that are not in it;
+//! - every repository path, `file.rs::item` and `module::item` that README.md,
+//!   ARCHITECTURE.md and `docs/` name in backticks, and every file they link, exists;
 //! - `buzz-core`'s top-level modules import each other only downward, along the table of
 //!   allowed edges below ([`LAYERS`]), so they never form a cycle.
 
