@@ -8,6 +8,8 @@
 //!   server, cache or script engine; store builds on it, never on `channels`; config
 //!   parses without the plugin catalog; everyone takes protocol types from it;
 //! - the repository's docs and code never point at files that are not in it;
+//! - every repository path, `file.rs::item` and `module::item` that README.md,
+//!   ARCHITECTURE.md and `docs/` name in backticks, and every file they link, exists;
 //! - `buzz-core`'s top-level modules import each other only downward, along the table of
 //!   allowed edges below ([`LAYERS`]), so they never form a cycle.
 
@@ -375,6 +377,239 @@ fn core_modules_import_only_downward() {
     assert!(
         problems.is_empty(),
         "core's modules import against the layer table (tests/layering.rs LAYERS):\n{}",
+        problems.join("\n")
+    );
+}
+
+/// README.md, ARCHITECTURE.md and everything under `docs/`.
+fn doc_files() -> Vec<PathBuf> {
+    let mut docs = vec![root().join("README.md"), root().join("ARCHITECTURE.md")];
+    let mut under = Vec::new();
+    files(&root().join("docs"), &mut under);
+    under.retain(|path| path.extension().is_some_and(|e| e == "md"));
+    under.sort();
+    docs.extend(under);
+    docs
+}
+
+/// The text of every `code span` on `line`.
+fn code_spans(line: &str) -> Vec<&str> {
+    line.split('`').skip(1).step_by(2).collect()
+}
+
+/// The target of every `[text](target)` link on `line`.
+fn link_targets(line: &str) -> Vec<&str> {
+    line.match_indices("](")
+        .filter_map(|(at, _)| {
+            let rest = &line[at + 2..];
+            rest.find(')').map(|end| &rest[..end])
+        })
+        .collect()
+}
+
+fn is_ident_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_'
+}
+
+fn is_ident(word: &str) -> bool {
+    !word.is_empty()
+        && word.chars().all(is_ident_char)
+        && !word.starts_with(|c: char| c.is_ascii_digit())
+}
+
+/// Whether `name` occurs in `text` as a whole identifier.
+fn has_ident(text: &str, name: &str) -> bool {
+    text.match_indices(name).any(|(at, _)| {
+        let before = text[..at].chars().next_back();
+        let after = text[at + name.len()..].chars().next();
+        !before.is_some_and(is_ident_char) && !after.is_some_and(is_ident_char)
+    })
+}
+
+/// The repository's top-level directories: a span starting with one of them is a path.
+fn top_level_dirs() -> Vec<String> {
+    let mut dirs: Vec<String> = std::fs::read_dir(root())
+        .expect("the repository root reads")
+        .flatten()
+        .filter(|entry| entry.path().is_dir())
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .filter(|name| name != "target" && name != ".git")
+        .collect();
+    dirs.sort();
+    dirs
+}
+
+/// Each workspace crate's name as Rust spells it (`buzz_core`) and its `src/` directory.
+fn workspace_crates() -> Vec<(String, PathBuf)> {
+    let mut manifests = Vec::new();
+    files(&root(), &mut manifests);
+    manifests
+        .into_iter()
+        .filter(|path| path.file_name().is_some_and(|n| n == "Cargo.toml"))
+        .filter_map(|manifest| {
+            let text = std::fs::read_to_string(&manifest).ok()?;
+            let package = text.split("[package]").nth(1)?;
+            let name = package.lines().find_map(|line| {
+                let value = line.trim().strip_prefix("name")?.trim().strip_prefix('=')?;
+                Some(value.trim().trim_matches('"').replace('-', "_"))
+            })?;
+            Some((name, manifest.parent()?.join("src")))
+        })
+        .collect()
+}
+
+/// The file of module `dir/name`: `name.rs` or `name/mod.rs`.
+fn module_file(dir: &Path, name: &str) -> Option<PathBuf> {
+    [
+        dir.join(format!("{name}.rs")),
+        dir.join(name).join("mod.rs"),
+    ]
+    .into_iter()
+    .find(|path| path.is_file())
+}
+
+/// Why `path::item` (`item` maybe `Type::method`) does not resolve, if it does not:
+/// `item`'s first name must occur as an identifier in `path`, and any further name
+/// somewhere in the same crate.
+fn missing_item(file: &Path, items: &[&str], crate_src: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(file).unwrap_or_default();
+    let (first, rest) = items.split_first()?;
+    if !has_ident(&text, first) {
+        return Some(format!("no `{first}` in {}", relative(file)));
+    }
+    let mut sources = Vec::new();
+    files(crate_src, &mut sources);
+    let crate_text: String = sources
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "rs"))
+        .filter_map(|p| std::fs::read_to_string(p).ok())
+        .collect();
+    rest.iter()
+        .find(|name| !has_ident(&crate_text, name))
+        .map(|name| format!("no `{name}` in {}", relative(crate_src)))
+}
+
+/// Resolves `crate::module::…::item` (the crate one of the workspace's, or a top-level
+/// module of `buzz-core`) to a module file and checks the item is in it. Paths into
+/// other crates (`tokio::sync::mpsc`, `serde_json::Value`) are not this repository's.
+fn check_module_path(span: &str, crates: &[(String, PathBuf)]) -> Option<String> {
+    let segments: Vec<&str> = span.trim_end_matches("()").split("::").collect();
+    if segments.len() < 2 || !segments.iter().all(|s| is_ident(s)) {
+        return None;
+    }
+    let core_src = root().join("core/src");
+    let (mut dir, mut file, rest) =
+        if let Some((_, src)) = crates.iter().find(|(name, _)| name == segments[0]) {
+            (src.clone(), src.join("lib.rs"), &segments[1..])
+        } else if let Some(file) = module_file(&core_src, segments[0]) {
+            let dir = core_src.join(segments[0]);
+            (dir, file, &segments[1..])
+        } else {
+            return None;
+        };
+    let crate_src = if dir.starts_with(&core_src) {
+        core_src.clone()
+    } else {
+        dir.clone()
+    };
+    let mut rest = rest;
+    // Descend through modules (lower-case names that are files) while there are any.
+    while rest.len() > 1 {
+        let Some(next) = module_file(&dir, rest[0]) else {
+            break;
+        };
+        dir = dir.join(rest[0]);
+        file = next;
+        rest = &rest[1..];
+    }
+    // A lower-case name followed by more names must have been a module.
+    if rest.len() > 1 && rest[0].starts_with(|c: char| c.is_ascii_lowercase()) {
+        return Some(format!("no module `{}` under {}", rest[0], relative(&dir)));
+    }
+    missing_item(&file, rest, &crate_src)
+}
+
+/// Why a span that names a repository path (`core/src/store/query.rs`, `plugins/search/`,
+/// `tests/layering.rs::core_knows_no_plugin`) does not resolve, if it names one and does
+/// not.
+fn check_repository_path(span: &str, top: &[String]) -> Option<String> {
+    let (path, items) = match span.split_once("::") {
+        Some((path, items)) => (path, Some(items)),
+        None => (span, None),
+    };
+    let shaped = path.contains('/')
+        && path
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-./".contains(c));
+    let first = path.split('/').next().unwrap_or("");
+    if !shaped || !top.iter().any(|dir| dir == first) || path.contains("..") {
+        return None;
+    }
+    let full = root().join(path.trim_end_matches('/'));
+    if !full.exists() {
+        return Some(format!("no such file or directory: {path}"));
+    }
+    let items: Vec<&str> = items?.trim_end_matches("()").split("::").collect();
+    if !items.iter().all(|s| is_ident(s)) {
+        return Some(format!("`{span}` does not name an item"));
+    }
+    if !full.is_file() {
+        return Some(format!("{path} is not a file"));
+    }
+    let text = std::fs::read_to_string(&full).unwrap_or_default();
+    items
+        .iter()
+        .find(|name| !has_ident(&text, name))
+        .map(|name| format!("no `{name}` in {path}"))
+}
+
+#[test]
+fn docs_name_only_what_exists() {
+    let top = top_level_dirs();
+    let crates = workspace_crates();
+    let mut problems = Vec::new();
+    let mut checked = 0;
+    for doc in doc_files() {
+        let text = std::fs::read_to_string(&doc).expect("a doc reads");
+        let mut in_block = false;
+        for (n, line) in text.lines().enumerate() {
+            if line.trim_start().starts_with("```") {
+                in_block = !in_block;
+                continue;
+            }
+            if in_block {
+                continue;
+            }
+            let at = format!("{}:{}", relative(&doc), n + 1);
+            for span in code_spans(line) {
+                let span = span.trim();
+                let problem = if span.contains('/') {
+                    check_repository_path(span, &top)
+                } else {
+                    check_module_path(span, &crates)
+                };
+                checked += 1;
+                if let Some(problem) = problem {
+                    problems.push(format!("{at}: `{span}`: {problem}"));
+                }
+            }
+            for target in link_targets(line) {
+                let target = target.split('#').next().unwrap_or("");
+                if target.is_empty() || target.contains("://") || target.starts_with("mailto:") {
+                    continue;
+                }
+                checked += 1;
+                let dir = doc.parent().expect("a doc has a directory");
+                if !dir.join(target).exists() {
+                    problems.push(format!("{at}: link to a missing file: {target}"));
+                }
+            }
+        }
+    }
+    assert!(checked > 100, "only {checked} references found in the docs");
+    assert!(
+        problems.is_empty(),
+        "the docs name what is not in the repository:\n{}",
         problems.join("\n")
     );
 }

@@ -1,4 +1,11 @@
 //! Shared application state and the per-request context extractor.
+//!
+//! `RequestCtx` resolves the host to its community, then `receive` checks a NIP-98 header
+//! before any body byte is read, reads the body with `Bodies` under its size cap, its
+//! deadline (408) and the process's byte budget for unfinished bodies (503), and only
+//! then checks the payload hash and the replay guard (`core/tests/slow_bodies.rs`).
+//! `AppState` also holds the outbound byte budget WebSocket queues and `POST /query`
+//! answers share.
 
 use crate::auth::nip98;
 use crate::community::Communities;

@@ -1,4 +1,14 @@
 //! Core's part of a query answer, read from the store a page at a time.
+//!
+//! Matches are read as keys first (`store::query_keys`: seq, time, size); `StoredAnswer`
+//! then reads the events a page at a time within a byte budget, so no answer is ever held
+//! whole. A REQ reads them as wire JSON (`store::load_wire_events`: written from the row,
+//! the stored tags JSON checked and copied rather than parsed and serialized again), and
+//! its first page in the same trip to the read threads as the keys (`FirstPage`: the
+//! page's room is taken on the read thread without waiting, right before the page is
+//! read; with no room the page waits like any other), so a one-page answer costs one
+//! thread hand-off, not two. Plugins' stored answers (keys in the plugin's order) are
+//! appended with `StoredAnswer::extend` (`core/tests/plugin_keys.rs`).
 
 use crate::error::Reason;
 use crate::store::{load_events, load_wire_events, Conn, EventKey, Store, WireEvent};

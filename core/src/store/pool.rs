@@ -1,4 +1,14 @@
 //! Connection pools for both backends and per-connection SQLite settings.
+//!
+//! SQLite: WAL, `synchronous = FULL`, a busy timeout, stable plans (`buzz-sqlite-plans`,
+//! registered before the first connection), no validity query at each checkout (a
+//! connection to a local file does not go stale), each connection's statement cache
+//! bounded (`one_of.rs`, `conn_state.rs`), and the writer's automatic checkpoint only as a
+//! backstop (10,000 pages; `checkpoint.rs` does the work). PostgreSQL: every session gets
+//! `statement_timeout` and `lock_timeout` from `[storage]` (`StatementBounds`) and plans
+//! each execution for its own parameters (`plan_cache_mode = force_custom_plan`), so a
+//! plan made while the tables were empty is never kept as they grow
+//! (`core/tests/statement_bounds.rs`). Migrations run on an unbounded pool of their own.
 
 use super::conn::{Backend, Conn};
 use super::StoreError;
