@@ -3,8 +3,8 @@
 //! message it sent is still answered, in order, it is told once with
 //! `NOTICE rate-limited:`, its live events keep arriving meanwhile, and another
 //! connection is served as if nothing happened. Refused EVENTs (their `OK false`, written
-//! by the connection's EVENT task) count as well. SQLite: the bound is the connection's,
-//! not the storage's.
+//! by the connection's EVENT task) count as well. NIP-11 advertises the bound. SQLite: the
+//! bound is the connection's, not the storage's.
 
 use buzz_core::testkit::{now, TestBackend, TestRelay, WsClient};
 use buzz_nostr::keys::Keys;
@@ -155,6 +155,24 @@ async fn refused_events_count_against_the_budget() {
         started.elapsed() >= floor.mul_f32(0.5),
         "refused EVENTs were not slowed: {:?}",
         started.elapsed()
+    );
+    relay.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nip11_advertises_the_refusal_bound_and_the_read_deadline() {
+    let relay = relay("refusals_nip11").await;
+    let (status, info) = relay
+        .http()
+        .get("/", &[("accept", "application/nostr+json")])
+        .await;
+    assert_eq!(status, 200);
+    let limitation = &info["limitation"];
+    assert_eq!(limitation["refusals_per_sec"], PER_SEC, "{limitation}");
+    // On SQLite the read deadline is the relay's own (storage.read_timeout_ms).
+    assert_eq!(
+        limitation["read_timeout_ms"], relay.settings.storage.read_timeout_ms,
+        "{limitation}"
     );
     relay.stop().await;
 }

@@ -1,6 +1,7 @@
 //! NIP-11 relay information document.
 
 use super::{AppState, RequestCtx};
+use crate::store::Backend;
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde_json::{json, Map, Value};
 
@@ -8,6 +9,12 @@ use serde_json::{json, Map, Value};
 pub(super) fn document(state: &AppState, ctx: &RequestCtx) -> Value {
     let s = &state.services.settings;
     let l = &s.limits;
+    // The deadline one read runs to on this backend: SQLite's reads are cut by the
+    // relay, PostgreSQL's statements by the server.
+    let read_timeout_ms = match state.services.store.backend() {
+        Backend::Sqlite => s.storage.read_timeout_ms,
+        Backend::Postgres => s.storage.statement_timeout_ms,
+    };
     let mut doc = Map::new();
     doc.insert(
         "name".into(),
@@ -45,6 +52,7 @@ pub(super) fn document(state: &AppState, ctx: &RequestCtx) -> Value {
             "max_reads_per_client": l.max_reads_per_client,
             "max_count": l.max_count,
             "refusals_per_sec": l.refusals_per_sec,
+            "read_timeout_ms": read_timeout_ms,
             "max_expiring_bytes_per_pubkey": l.max_expiring_bytes_per_pubkey,
             "auth_required": false,
             "restricted_writes": true,

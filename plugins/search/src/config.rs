@@ -99,6 +99,7 @@ impl Config {
             "max_search_filters": self.max_search_filters,
             "max_ranked_bytes": self.max_ranked_bytes,
             "max_count_rows": self.max_count_rows,
+            "rank_memory_bytes": self.rank_memory_bytes,
             "syntax": ["words", "\"phrase\"", "prefix*"],
         })
     }

@@ -131,6 +131,7 @@ async fn nip11_advertises_the_bounds(backend: TestBackend, name: &str) {
     let search = &info["search"];
     assert_eq!(search["max_search_filters"], 4, "{search}");
     assert_eq!(search["max_ranked_bytes"], 8_388_608, "{search}");
+    assert_eq!(search["rank_memory_bytes"], 67_108_864, "{search}");
     relay.stop().await;
 }
 
