@@ -1,5 +1,5 @@
 //! NIP-40 purge: expired events leave the disk. Reads already skip them
-//! (`store/query.rs`); this deletes them, a batch at a time, with every row of core's
+//! (`store/query/`); this deletes them, a batch at a time, with every row of core's
 //! that references them. Plugins take out their own rows through
 //! `Plugin::on_purged`, in the same transaction (`crate::expiry` runs both).
 

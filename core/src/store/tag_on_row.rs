@@ -7,7 +7,7 @@
 //! of them up and sorts them, or builds the whole list before reading the first row — a
 //! read that grows with the channel (issue 45). An event's channel is its `h` tag, so
 //! `#h` reads walk the channel index in answer order and check the tag on the few rows
-//! the limit lets through (`query.rs`).
+//! the limit lets through (`query/filter_sql.rs`).
 //!
 //! Why ` OFFSET 0` in the subquery on PostgreSQL: without it the planner rewrites the
 //! check, either into a semi-join with `event_tags` (estimated to leave a handful of
