@@ -147,7 +147,7 @@ async fn the_other_fields_and_tags_are_checked_on_every_event(backend: TestBacke
         &mut ws,
         alice.sign(
             1,
-            vec![tag(&["t", "x"]), tag(&["p", &bob.pubkey()])],
+            vec![tag(&["t", "x"]), tag(&["p", bob.pubkey()])],
             "to bob",
             at - 4,
         ),
