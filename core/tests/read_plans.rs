@@ -78,13 +78,13 @@ fn shapes() -> Vec<Shape> {
             A,
             Req,
             json!({"authors": [unknown], "limit": 1}),
-            "events_by_author",
+            "events_wide_by_author",
         ),
         shape(
             A,
             Req,
             json!({"authors": [author, unknown], "limit": 20}),
-            "events_by_author",
+            "events_wide_by_author",
         ),
         shape(A, Req, json!({"kinds": [0], "limit": 1}), "events_by_kind"),
         shape(
@@ -100,6 +100,13 @@ fn shapes() -> Vec<Shape> {
             json!({"#t": ["topic1"], "limit": 20}),
             "event_tags_lookup",
         ),
+        shape(
+            A,
+            Req,
+            json!({"#t": ["topic1"], "kinds": [1], "limit": 20}),
+            "event_tags_lookup",
+        ),
+        shape(A, NegOpen, json!({"#t": ["topic1"]}), "event_tags_lookup"),
         shape(
             A,
             Req,
@@ -128,6 +135,12 @@ fn shapes() -> Vec<Shape> {
             M,
             Req,
             json!({"#t": ["topic1", "topic2"], "limit": 20}),
+            "event_tags_lookup",
+        ),
+        shape(
+            M,
+            Req,
+            json!({"#t": ["topic1"], "authors": [author], "limit": 20}),
             "event_tags_lookup",
         ),
         shape(
@@ -221,10 +234,13 @@ fn seed_sql(backend: TestBackend, community: i64) -> String {
         author = hex(&format!("1000000 + i % {AUTHORS}")),
         series = series(WIDE - 1),
     );
-    let tags = "INSERT INTO event_tags (event_seq, position, community_id, name, value) \
-         SELECT seq, 0, community_id, 'h', channel_id FROM events WHERE channel_id IS NOT NULL; \
-         INSERT INTO event_tags (event_seq, position, community_id, name, value) \
-         SELECT seq, 0, community_id, 't', 'topic' || (seq % 5) FROM events WHERE kind = 1;";
+    let tags =
+        "INSERT INTO event_tags (event_seq, position, community_id, name, value, created_at) \
+         SELECT seq, 0, community_id, 'h', channel_id, created_at FROM events \
+         WHERE channel_id IS NOT NULL; \
+         INSERT INTO event_tags (event_seq, position, community_id, name, value, created_at) \
+         SELECT seq, 0, community_id, 't', 'topic' || (seq % 5), created_at FROM events \
+         WHERE kind = 1;";
     match backend {
         TestBackend::Sqlite => format!("{messages}{wide}{tags}"),
         TestBackend::Postgres => format!("{messages}{wide}{tags} ANALYZE;"),
@@ -402,23 +418,38 @@ async fn statistics_taken(relay: &TestRelay) {
 /// so a sort means every match was read first — on PostgreSQL before 17, what an
 /// `= ANY` on an index's second column, or a second channel condition, did to a read of
 /// one channel (issue 39: 120-170 ms at 300k events for 20 rows).
-fn in_answer_order(shape: &Shape) -> bool {
+fn in_answer_order(shape: &Shape, backend: TestBackend) -> bool {
     if matches!(shape.verb, Verb::Count) {
         return false;
     }
     let Some(fields) = shape.filter.as_object() else {
         return false;
     };
+    // One tag other than `#h` is walked down the tag index newest first (`tag_walk.rs`).
+    // On PostgreSQL only at scale: whether to walk a value's rows in order or fetch and
+    // sort them follows its statistics of that value, and in this seed a value holds 40
+    // rows, which it rightly sorts (`read-scale.mjs` measures the walk at a million).
+    let walked_tag = |name: &str| name.starts_with('#') && name != "#h";
     fields.iter().all(|(name, value)| match value {
         Value::Array(values) => {
-            values.len() == 1 && name != "ids" && (name == "#h" || !name.starts_with('#'))
+            values.len() == 1
+                && name != "ids"
+                && !(walked_tag(name) && matches!(backend, TestBackend::Postgres))
         }
         _ => true,
     })
 }
 
+/// Does the plan read every match before answering? A sort of the whole result (SQLite
+/// `USE TEMP B-TREE FOR ORDER BY`, a PostgreSQL `Sort` node). Sorting only the ties of
+/// an index walked in `created_at` order by `id` (SQLite `FOR RIGHT PART OF ORDER BY`,
+/// PostgreSQL `Incremental Sort`) still stops at the limit.
 fn sorts(plan: &str) -> bool {
-    plan.contains("TEMP B-TREE FOR ORDER BY") || plan.contains("Sort")
+    plan.contains("TEMP B-TREE FOR ORDER BY")
+        || plan.lines().any(|line| {
+            let node = line.trim_start().trim_start_matches("->").trim_start();
+            node.starts_with("Sort  (")
+        })
 }
 
 /// One test for both backends, one after the other: the recording is process-wide.
@@ -454,7 +485,17 @@ async fn every_read_shape_is_served_by_its_index() {
             let statements: Vec<String> = recorded
                 .with_binds()
                 .iter()
-                .filter(|sql| sql.contains("FROM `events`") || sql.contains("FROM \"events\""))
+                .filter(|sql| {
+                    // `FROM (events INNER JOIN event_tags …)` for a walked tag.
+                    [
+                        "FROM `events`",
+                        "FROM \"events\"",
+                        "FROM (`events`",
+                        "FROM (\"events\"",
+                    ]
+                    .iter()
+                    .any(|from| sql.contains(from))
+                })
                 .cloned()
                 .collect();
             assert!(!statements.is_empty(), "{backend:?}: nothing recorded");
@@ -467,7 +508,7 @@ async fn every_read_shape_is_served_by_its_index() {
                     || plan.contains("Seq Scan on events")
                     || plan.contains("Seq Scan on event_tags")
                     || plan.contains("hashed SubPlan");
-                let sorts = in_answer_order(&shape) && sorts(&plan);
+                let sorts = in_answer_order(&shape, backend) && sorts(&plan);
                 if !plan.contains(shape.index) || walks_time || scans || sorts {
                     wrong.push(format!(
                         "{:?} {:?} {} wants {}:\n  {statement}\n  {}",

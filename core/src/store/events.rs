@@ -67,6 +67,8 @@ struct NewTag<'a> {
     community_id: i64,
     name: &'a str,
     value: &'a str,
+    /// The event's: a tag read walks one value's rows newest first.
+    created_at: i64,
 }
 
 /// Store `event` in `community_id` (inside the caller's transaction), scoped to
@@ -208,6 +210,7 @@ fn insert_once(
                                 community_id,
                                 name,
                                 value,
+                                created_at: event.created_at,
                             })
                         }
                         _ => None,

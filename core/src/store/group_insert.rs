@@ -180,6 +180,7 @@ struct TagColumns<'a> {
     community_id: Vec<i64>,
     name: Vec<&'a str>,
     value: Vec<&'a str>,
+    created_at: Vec<i64>,
 }
 
 impl<'a> TagColumns<'a> {
@@ -198,6 +199,7 @@ impl<'a> TagColumns<'a> {
                     self.community_id.push(community_id);
                     self.name.push(name);
                     self.value.push(value);
+                    self.created_at.push(event.created_at);
                 }
             }
         }
@@ -225,7 +227,7 @@ pub(crate) fn insert_tags(
 impl QueryFragment<Pg> for TagColumns<'_> {
     fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Pg>) -> QueryResult<()> {
         out.push_sql(
-            "INSERT INTO event_tags (event_seq, position, community_id, name, value) \
+            "INSERT INTO event_tags (event_seq, position, community_id, name, value, created_at) \
              SELECT * FROM UNNEST(",
         );
         out.push_bind_param::<Array<BigInt>, _>(&self.event_seq)?;
@@ -237,6 +239,8 @@ impl QueryFragment<Pg> for TagColumns<'_> {
         out.push_bind_param::<Array<Text>, _>(&self.name)?;
         out.push_sql(", ");
         out.push_bind_param::<Array<Text>, _>(&self.value)?;
+        out.push_sql(", ");
+        out.push_bind_param::<Array<BigInt>, _>(&self.created_at)?;
         out.push_sql(")");
         Ok(())
     }

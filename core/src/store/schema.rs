@@ -35,6 +35,7 @@ diesel::table! {
         community_id -> BigInt,
         name -> Text,
         value -> Text,
+        created_at -> BigInt,
     }
 }
 

@@ -44,9 +44,9 @@ impl Expression for TagOnRow {
     type SqlType = Bool;
 }
 
-impl AppearsOnTable<events::table> for TagOnRow {}
+impl<QS> AppearsOnTable<QS> for TagOnRow where events::seq: AppearsOnTable<QS> {}
 
-impl SelectableExpression<events::table> for TagOnRow {}
+impl<QS> SelectableExpression<QS> for TagOnRow where events::seq: AppearsOnTable<QS> {}
 
 impl ValidGrouping<()> for TagOnRow {
     type IsAggregate = is_aggregate::Never;

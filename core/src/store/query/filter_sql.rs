@@ -157,23 +157,7 @@ macro_rules! conditions {
 macro_rules! narrowed {
     ($q:expr, $filter:expr, $community_id:expr) => {{
         let filter: &Filter = $filter;
-        let mut q = $q;
-        if let Some(ids) = &filter.ids {
-            q = q.filter(one_of(events::id, ids.clone()));
-        }
-        if let Some(authors) = &filter.authors {
-            q = q.filter(one_of(events::pubkey, authors.clone()));
-        }
-        if let Some(kinds) = &filter.kinds {
-            let kinds: Vec<i32> = kinds.iter().map(|k| *k as i32).collect();
-            q = q.filter(one_of(events::kind, kinds));
-        }
-        if let Some(since) = filter.since {
-            q = q.filter(events::created_at.ge(since));
-        }
-        if let Some(until) = filter.until {
-            q = q.filter(events::created_at.le(until));
-        }
+        let mut q = narrowed_fields!($q, filter);
         for (name, values) in &filter.tags {
             if name == "h" {
                 // An event's channel is its `h` tag (ingest refuses a second one), so the
@@ -192,6 +176,32 @@ macro_rules! narrowed {
                         .select(event_tags::event_seq),
                 ),
             );
+        }
+        q
+    }};
+}
+
+/// A boxed query narrowed by one filter's fields other than its tags (ids, authors,
+/// kinds, time range), as `AND`ed conditions on `events`.
+macro_rules! narrowed_fields {
+    ($q:expr, $filter:expr) => {{
+        let filter: &Filter = $filter;
+        let mut q = $q;
+        if let Some(ids) = &filter.ids {
+            q = q.filter(one_of(events::id, ids.clone()));
+        }
+        if let Some(authors) = &filter.authors {
+            q = q.filter(one_of(events::pubkey, authors.clone()));
+        }
+        if let Some(kinds) = &filter.kinds {
+            let kinds: Vec<i32> = kinds.iter().map(|k| *k as i32).collect();
+            q = q.filter(one_of(events::kind, kinds));
+        }
+        if let Some(since) = filter.since {
+            q = q.filter(events::created_at.ge(since));
+        }
+        if let Some(until) = filter.until {
+            q = q.filter(events::created_at.le(until));
         }
         q
     }};
@@ -222,4 +232,4 @@ pub(super) fn readable_for(
     Some((readable, installed))
 }
 
-pub(super) use {conditions, narrowed, scoped};
+pub(super) use {conditions, narrowed, narrowed_fields, scoped};

@@ -1,11 +1,15 @@
 //! Reading the matches of NIP-01 filters within a scope, without loading the events:
 //! as keys (`query_keys`, with the PostgreSQL wide probe), as `(created_at, id)` stamps
 //! (`query_stamps`, NIP-77) and as a count (`count_matching`, NIP-45); `query_events`
-//! reads keys and then loads them by seq (`by_seq.rs`).
+//! reads keys and then loads them by seq (`by_seq.rs`). A filter with a tag other than
+//! `#h` is read by walking that tag's index newest first (`tag_walk.rs`).
 
 use super::by_seq::load_events;
-use super::filter_sql::{conditions, narrowed, readable_for, scoped, Readable, INLINE_CHANNELS};
+use super::filter_sql::{
+    conditions, narrowed, narrowed_fields, readable_for, scoped, Readable, INLINE_CHANNELS,
+};
 use super::scope::{ChannelScope, Scope};
+use super::tag_walk::{tag_walked, walk_rest, TagWalk};
 use crate::error::Reason;
 use crate::store::conn::Conn;
 use crate::store::one_of::one_of;
@@ -50,22 +54,43 @@ pub fn query_keys(
     let Some((readable, _installed)) = readable_for(conn, scope, filter.channels()) else {
         return Ok(Vec::new());
     };
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     let rows: Vec<(i64, i64, String, i32)> = with_conn!(conn, |c| {
-        let q = events::table
-            .select((
-                events::seq,
-                events::created_at,
-                events::id,
-                length(events::content) + length(events::tags),
-            ))
-            .into_boxed();
-        let Some(q) = scoped!(q, scope, &readable, filter.channels(), now) else {
-            return Ok(Vec::new());
-        };
-        narrowed!(q, filter, scope.community_id)
-            .order((events::created_at.desc(), events::id.asc()))
-            .limit(i64::try_from(limit).unwrap_or(i64::MAX))
-            .load(c)
+        if let Some(walk) = TagWalk::of(filter) {
+            let q = events::table
+                .inner_join(event_tags::table)
+                .select((
+                    events::seq,
+                    event_tags::created_at,
+                    events::id,
+                    length(events::content) + length(events::tags),
+                ))
+                .into_boxed();
+            let q = tag_walked!(q, &walk, scope.community_id);
+            let Some(q) = scoped!(q, scope, &readable, None, now) else {
+                return Ok(Vec::new());
+            };
+            walk_rest!(q, &walk)
+                .order((event_tags::created_at.desc(), events::id.asc()))
+                .limit(limit)
+                .load(c)
+        } else {
+            let q = events::table
+                .select((
+                    events::seq,
+                    events::created_at,
+                    events::id,
+                    length(events::content) + length(events::tags),
+                ))
+                .into_boxed();
+            let Some(q) = scoped!(q, scope, &readable, filter.channels(), now) else {
+                return Ok(Vec::new());
+            };
+            narrowed!(q, filter, scope.community_id)
+                .order((events::created_at.desc(), events::id.asc()))
+                .limit(limit)
+                .load(c)
+        }
     })?;
     Ok(rows
         .into_iter()
@@ -169,17 +194,33 @@ pub fn query_stamps(
     let Some((readable, _installed)) = readable_for(conn, scope, filter.channels()) else {
         return Ok(Vec::new());
     };
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     let rows: Vec<(i64, String)> = with_conn!(conn, |c| {
-        let q = events::table
-            .select((events::created_at, events::id))
-            .into_boxed();
-        let Some(q) = scoped!(q, scope, &readable, filter.channels(), now) else {
-            return Ok(Vec::new());
-        };
-        narrowed!(q, filter, scope.community_id)
-            .order((events::created_at.desc(), events::id.asc()))
-            .limit(i64::try_from(limit).unwrap_or(i64::MAX))
-            .load(c)
+        if let Some(walk) = TagWalk::of(filter) {
+            let q = events::table
+                .inner_join(event_tags::table)
+                .select((event_tags::created_at, events::id))
+                .into_boxed();
+            let q = tag_walked!(q, &walk, scope.community_id);
+            let Some(q) = scoped!(q, scope, &readable, None, now) else {
+                return Ok(Vec::new());
+            };
+            walk_rest!(q, &walk)
+                .order((event_tags::created_at.desc(), events::id.asc()))
+                .limit(limit)
+                .load(c)
+        } else {
+            let q = events::table
+                .select((events::created_at, events::id))
+                .into_boxed();
+            let Some(q) = scoped!(q, scope, &readable, filter.channels(), now) else {
+                return Ok(Vec::new());
+            };
+            narrowed!(q, filter, scope.community_id)
+                .order((events::created_at.desc(), events::id.asc()))
+                .limit(limit)
+                .load(c)
+        }
     })?;
     Ok(rows)
 }

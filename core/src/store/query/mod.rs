@@ -15,7 +15,8 @@
 //! (`tag_on_row.rs`), never as a list of every message of the channel.
 //!
 //! One file per job: `scope.rs` is the reader's scope model (what a reader may see),
-//! `filter_sql.rs` writes a filter and a scope as SQL conditions, `matching.rs` reads the
+//! `filter_sql.rs` writes a filter and a scope as SQL conditions, `tag_walk.rs` reads a
+//! tag filter down the tag index newest first, `matching.rs` reads the
 //! matches (keys, stamps, counts), `by_seq.rs` loads the events those keys name, and
 //! `rows.rs` holds the stored row types and their conversion to events and wire JSON.
 
@@ -24,6 +25,7 @@ mod filter_sql;
 mod matching;
 mod rows;
 mod scope;
+mod tag_walk;
 
 pub use by_seq::{load_events, load_wire_events};
 pub use matching::{count_matching, query_events, query_keys, query_stamps, Count, EventKey};
