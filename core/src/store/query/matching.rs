@@ -55,8 +55,9 @@ pub fn query_keys(
         return Ok(Vec::new());
     };
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let walk = TagWalk::of(filter, conn.backend());
     let rows: Vec<(i64, i64, String, i32)> = with_conn!(conn, |c| {
-        if let Some(walk) = TagWalk::of(filter) {
+        if let Some(walk) = &walk {
             let q = events::table
                 .inner_join(event_tags::table)
                 .select((
@@ -66,11 +67,11 @@ pub fn query_keys(
                     length(events::content) + length(events::tags),
                 ))
                 .into_boxed();
-            let q = tag_walked!(q, &walk, scope.community_id);
+            let q = tag_walked!(q, walk, scope.community_id);
             let Some(q) = scoped!(q, scope, &readable, None, now) else {
                 return Ok(Vec::new());
             };
-            walk_rest!(q, &walk)
+            walk_rest!(q, walk)
                 .order((event_tags::created_at.desc(), events::id.asc()))
                 .limit(limit)
                 .load(c)
@@ -195,17 +196,18 @@ pub fn query_stamps(
         return Ok(Vec::new());
     };
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let walk = TagWalk::of(filter, conn.backend());
     let rows: Vec<(i64, String)> = with_conn!(conn, |c| {
-        if let Some(walk) = TagWalk::of(filter) {
+        if let Some(walk) = &walk {
             let q = events::table
                 .inner_join(event_tags::table)
                 .select((event_tags::created_at, events::id))
                 .into_boxed();
-            let q = tag_walked!(q, &walk, scope.community_id);
+            let q = tag_walked!(q, walk, scope.community_id);
             let Some(q) = scoped!(q, scope, &readable, None, now) else {
                 return Ok(Vec::new());
             };
-            walk_rest!(q, &walk)
+            walk_rest!(q, walk)
                 .order((event_tags::created_at.desc(), events::id.asc()))
                 .limit(limit)
                 .load(c)

@@ -18,9 +18,20 @@
 //!
 //! Not for a filter with `#h` (the channel index reads it, `tag_on_row.rs`) or with `ids`
 //! (the identity index reads those directly).
+//!
+//! SQLite only, for now. SQLite plans with pinned statistics (`planner_stats.rs`), so it
+//! always walks the tag index and reaches each event by its primary key. PostgreSQL plans
+//! from statistics that lag a table growing fast: with `event_tags` and `events` last
+//! analysed nearly empty, it joined each tag row to a scan of the community's
+//! `events_wide` filtered by `seq` — a whole-community read per tag row, 8 s statement
+//! timeouts in `core/tests/live_stored_race.rs` at a few thousand events. A PostgreSQL
+//! walk needs a statement whose join order the planner cannot turn around (the tag rows
+//! read first as a fenced subquery); until then it reads a tag filter as
+//! `seq IN (SELECT event_seq FROM event_tags …)`, as before.
 
 use crate::store::one_of::{one_of, OneOf};
 use crate::store::schema::event_tags;
+use crate::store::Backend as StoreBackend;
 use buzz_nostr::filter::Filter;
 use diesel::backend::Backend;
 use diesel::expression::{is_aggregate, AppearsOnTable, Expression, ValidGrouping};
@@ -37,9 +48,12 @@ pub(super) struct TagWalk {
 }
 
 impl TagWalk {
-    /// The walk for `filter`: its first tag other than `h`, when it names no channel and
-    /// no ids.
-    pub(super) fn of(filter: &Filter) -> Option<TagWalk> {
+    /// The walk for `filter` on `backend`: its first tag other than `h`, when it names no
+    /// channel and no ids, on SQLite (see the module doc for PostgreSQL).
+    pub(super) fn of(filter: &Filter, backend: StoreBackend) -> Option<TagWalk> {
+        if !matches!(backend, StoreBackend::Sqlite) {
+            return None;
+        }
         if filter.ids.is_some() || filter.channels().is_some() {
             return None;
         }
@@ -164,6 +178,7 @@ impl<DB: Backend> QueryFragment<DB> for EarlierValue {
 #[cfg(test)]
 mod tests {
     use super::TagWalk;
+    use crate::store::Backend;
     use buzz_nostr::filter::Filter;
     use serde_json::json;
 
@@ -173,8 +188,9 @@ mod tests {
 
     #[test]
     fn a_tag_filter_walks_its_first_tag_and_checks_the_rest() {
-        let walk =
-            TagWalk::of(&filter(json!({"#t": ["x"], "#p": ["ab"], "kinds": [1]}))).expect("walked");
+        let f = filter(json!({"#t": ["x"], "#p": ["ab"], "kinds": [1]}));
+        assert!(TagWalk::of(&f, Backend::Postgres).is_none());
+        let walk = TagWalk::of(&f, Backend::Sqlite).expect("walked");
         // Tags are kept in name order: `p` before `t`.
         assert_eq!(walk.name, "p");
         assert_eq!(walk.values, vec!["ab".to_owned()]);
@@ -184,8 +200,9 @@ mod tests {
 
     #[test]
     fn channels_ids_and_tagless_filters_are_not_walked_by_tag() {
-        assert!(TagWalk::of(&filter(json!({"#h": ["c"], "#t": ["x"]}))).is_none());
-        assert!(TagWalk::of(&filter(json!({"ids": ["00".repeat(32)], "#t": ["x"]}))).is_none());
-        assert!(TagWalk::of(&filter(json!({"kinds": [1]}))).is_none());
+        let walk = |f| TagWalk::of(&filter(f), Backend::Sqlite);
+        assert!(walk(json!({"#h": ["c"], "#t": ["x"]})).is_none());
+        assert!(walk(json!({"ids": ["00".repeat(32)], "#t": ["x"]})).is_none());
+        assert!(walk(json!({"kinds": [1]})).is_none());
     }
 }
