@@ -113,9 +113,38 @@ impl Member {
         publish_ok(&mut self.ws, event).await
     }
 
+    /// Sign `kind` now with unique content (the same tags twice in one second are still
+    /// two events) and publish: `(accepted, message)` and the event.
+    pub async fn try_kind(&mut self, kind: u32, tags: Vec<Vec<String>>) -> (bool, String, Event) {
+        let event = self.sign(kind, tags, &fresh_id());
+        let (ok, message) = self.ws.publish(&event).await;
+        (ok, message, event)
+    }
+
+    /// [`Member::try_kind`], requiring acceptance.
+    pub async fn publish_kind(&mut self, kind: u32, tags: Vec<Vec<String>>) -> Event {
+        publish_kind(&mut self.ws, &self.keys, kind, tags).await
+    }
+
+    /// [`Member::try_kind`], requiring refusal: the refusal's text.
+    pub async fn refusal(&mut self, kind: u32, tags: Vec<Vec<String>>) -> String {
+        let (ok, message, _) = self.try_kind(kind, tags).await;
+        assert!(!ok, "kind {kind} was accepted");
+        message
+    }
+
     /// Create a channel (open, or private = members only); returns its id.
     pub async fn create_channel(&mut self, private: bool) -> String {
         create_channel(&mut self.ws, &self.keys, private).await
+    }
+
+    /// Create a channel with these tags besides `h` and `name`; returns its id.
+    pub async fn create_channel_with(&mut self, extra: &[&[&str]]) -> String {
+        let id = fresh_id();
+        let mut tags = vec![tag(&["h", &id]), tag(&["name", "general"])];
+        tags.extend(extra.iter().map(|t| tag(t)));
+        self.publish_kind(9007, tags).await;
+        id
     }
 
     /// Add `member` to `channel` (kind 9000; the caller must manage it).
@@ -154,7 +183,13 @@ impl Member {
     }
 
     /// A reply to `parent` (NIP-10 `reply` marker) at author time `at`.
-    pub async fn reply_at(&mut self, channel: &str, parent: &Event, content: &str, at: i64) -> Event {
+    pub async fn reply_at(
+        &mut self,
+        channel: &str,
+        parent: &Event,
+        content: &str,
+        at: i64,
+    ) -> Event {
         let tags = vec![tag(&["h", channel]), tag(&["e", &parent.id, "", "reply"])];
         self.publish(self.sign_at(9, tags, content, at)).await
     }
