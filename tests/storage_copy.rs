@@ -7,7 +7,7 @@ mod storage_common;
 #[path = "../plugins/artifacts/tests/common/mod.rs"]
 mod artifacts;
 
-use artifacts::{Draft, User, TASK};
+use artifacts::{ArtifactUser, Draft, User, TASK};
 use buzz_core::both_backends;
 use buzz_core::plugin::{PluginCatalog, PluginEntry};
 use buzz_core::store::lifecycle::{copy, tables};

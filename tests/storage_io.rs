@@ -380,7 +380,7 @@ async fn backup_on_postgresql_points_to_pg_dump() {
 /// stored (the compare-and-swap chain holds, the move leaves the relay's own removal
 /// marker, the deleted message is gone).
 async fn import_derives_artifacts_and_deletions_in_file_order(backend: TestBackend, test: &str) {
-    use artifacts::{Draft, User, TASK};
+    use artifacts::{ArtifactUser, Draft, User, TASK};
     let dir = tempfile::tempdir().expect("tempdir");
     let Some(db) = Db::new(backend, dir.path(), "relay", test) else {
         return;

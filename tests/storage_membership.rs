@@ -6,7 +6,7 @@
 mod storage_common;
 
 use buzz_core::both_backends;
-use buzz_core::testkit::{now, tag, TestBackend, TestRelay, WsClient};
+use buzz_core::testkit::{authed, now, tag, TestBackend, TestRelay, WsClient};
 use buzz_nostr::keys::Keys;
 use buzz_nostr::kinds::GROUP_STATE;
 use serde_json::json;
@@ -27,12 +27,6 @@ async fn relay_on(backend: TestBackend, test: &str, url: &str, key: &Keys) -> Te
     )
     .await
     .expect("relay")
-}
-
-async fn authed(relay: &TestRelay, keys: &Keys) -> WsClient {
-    let mut ws = relay.ws().await;
-    assert_eq!(ws.auth(keys).await, (true, String::new()));
-    ws
 }
 
 /// What `ws` reads of `channel`: event ids (group state aside), sorted, and the members

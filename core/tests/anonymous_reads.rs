@@ -6,7 +6,9 @@
 //! private channel or message from one that does not exist. Both backends.
 
 use buzz_core::both_backends;
-use buzz_core::testkit::{now, tag, ReqAnswer, TestBackend, TestRelay, WsClient};
+use buzz_core::testkit::{
+    authed, create_channel, now, publish_kind, tag, ReqAnswer, TestBackend, TestRelay, WsClient,
+};
 use buzz_nostr::event::Event;
 use buzz_nostr::keys::Keys;
 use serde_json::{json, Value};
@@ -22,29 +24,6 @@ both_backends!(
 
 fn fresh_sub() -> String {
     uuid::Uuid::new_v4().simple().to_string()
-}
-
-async fn authed(relay: &TestRelay, keys: &Keys) -> WsClient {
-    let mut ws = relay.ws().await;
-    assert_eq!(ws.auth(keys).await, (true, String::new()));
-    ws
-}
-
-async fn ok(ws: &mut WsClient, keys: &Keys, kind: u32, tags: Vec<Vec<String>>) -> Event {
-    let event = keys.sign(kind, tags, &uuid::Uuid::new_v4().to_string(), now());
-    let (accepted, message) = ws.publish(&event).await;
-    assert!(accepted, "kind {kind} refused: {message}");
-    event
-}
-
-async fn create_channel(ws: &mut WsClient, keys: &Keys, private: bool) -> String {
-    let id = uuid::Uuid::new_v4().to_string();
-    let mut tags = vec![tag(&["h", &id]), tag(&["name", "general"])];
-    if private {
-        tags.push(tag(&["private"]));
-    }
-    ok(ws, keys, 9007, tags).await;
-    id
 }
 
 /// The answer to one anonymous REQ of `filter`, which must end with
@@ -77,7 +56,7 @@ async fn channel_data_before_auth_is_auth_required_then_served(backend: TestBack
     let alice = Keys::generate();
     let mut writer = authed(&relay, &alice).await;
     let ch = create_channel(&mut writer, &alice, false).await;
-    let message = ok(&mut writer, &alice, 9, vec![tag(&["h", &ch])]).await;
+    let message = publish_kind(&mut writer, &alice, 9, vec![tag(&["h", &ch])]).await;
 
     // The filters, and others that could match channel-scoped rows.
     let filters = [
@@ -135,8 +114,8 @@ async fn public_data_stays_readable_anonymously(backend: TestBackend, name: &str
     };
     let alice = Keys::generate();
     let mut writer = authed(&relay, &alice).await;
-    let note = ok(&mut writer, &alice, 1, vec![]).await;
-    let profile = ok(&mut writer, &alice, 0, vec![]).await;
+    let note = publish_kind(&mut writer, &alice, 1, vec![]).await;
+    let profile = publish_kind(&mut writer, &alice, 0, vec![]).await;
     let mut anon = relay.ws().await;
     let cases = [
         (json!({"kinds": [1]}), vec![note.clone()]),
@@ -166,7 +145,7 @@ async fn public_data_stays_readable_anonymously(backend: TestBackend, name: &str
     anon.req("live", vec![json!({"kinds": [1]})])
         .await
         .expect("live REQ");
-    let next = ok(&mut writer, &alice, 1, vec![]).await;
+    let next = publish_kind(&mut writer, &alice, 1, vec![]).await;
     let live = anon
         .recv_where(|v| v[0] == "EVENT" && v[1] == "live")
         .await
@@ -182,7 +161,7 @@ async fn private_and_missing_answer_alike(backend: TestBackend, name: &str) {
     let alice = Keys::generate();
     let mut writer = authed(&relay, &alice).await;
     let private = create_channel(&mut writer, &alice, true).await;
-    let secret = ok(&mut writer, &alice, 9, vec![tag(&["h", &private])]).await;
+    let secret = publish_kind(&mut writer, &alice, 9, vec![tag(&["h", &private])]).await;
     let missing_channel = uuid::Uuid::new_v4().to_string();
     let missing_id = "ab".repeat(32);
 
@@ -254,7 +233,7 @@ async fn public_events_come_first_then_auth_required(backend: TestBackend, name:
     }
     let ch = create_channel(&mut writer, &alice, false).await;
     // A channel reaction newer than every note: channel data, for members only.
-    let message = ok(&mut writer, &alice, 9, vec![tag(&["h", &ch])]).await;
+    let message = publish_kind(&mut writer, &alice, 9, vec![tag(&["h", &ch])]).await;
     let reaction_tags = vec![tag(&["h", &ch]), tag(&["e", &message.id]), tag(&["t", "a"])];
     let reaction = dated(7, reaction_tags, "+", t - 30);
     assert_eq!(writer.publish(&reaction).await, (true, String::new()));
@@ -318,7 +297,7 @@ async fn an_auth_required_answer_is_not_live(backend: TestBackend, name: &str) {
     anon.req("public", vec![json!({"kinds": [1]})])
         .await
         .expect("public kinds end with EOSE");
-    let note = ok(&mut writer, &alice, 1, vec![]).await;
+    let note = publish_kind(&mut writer, &alice, 1, vec![]).await;
     // Everything the relay sends this connection arrives in order: read up to the EOSE
     // of a later REQ, so a live copy for "mixed" would have come by then.
     let live = anon

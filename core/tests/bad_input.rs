@@ -4,7 +4,7 @@
 
 use buzz_core::both_backends;
 
-use buzz_core::testkit::{now, tag, TestBackend, TestRelay, WsClient};
+use buzz_core::testkit::{authed, create_channel, now, tag, TestBackend, TestRelay, WsClient};
 use buzz_nostr::event::Event;
 use buzz_nostr::keys::Keys;
 use serde_json::{json, Value};
@@ -97,29 +97,6 @@ async fn ws_with_challenge(relay: &TestRelay) -> (WsClient, String) {
     assert_alive(&mut ws).await; // the AUTH frame arrives first and is recorded
     let challenge = ws.challenge.clone().expect("relay sent an AUTH challenge");
     (ws, challenge)
-}
-
-/// Create an open channel as `keys` (authenticated on `ws`); returns its id.
-async fn create_channel(ws: &mut WsClient, keys: &Keys) -> String {
-    let id = channel();
-    let create = keys.sign(
-        9007,
-        vec![tag(&["h", &id]), tag(&["name", "general"])],
-        "",
-        now(),
-    );
-    assert_eq!(
-        ws.publish(&create).await,
-        (true, String::new()),
-        "channel created"
-    );
-    id
-}
-
-async fn authed_ws(relay: &TestRelay, keys: &Keys) -> WsClient {
-    let mut ws = relay.ws().await;
-    assert_eq!(ws.auth(keys).await, (true, String::new()), "AUTH accepted");
-    ws
 }
 
 // ---------------------------------------------------------------------------
@@ -456,14 +433,14 @@ async fn channel_writes_need_the_authors_auth(backend: TestBackend, name: &str) 
         return;
     };
     let (alice, mallory) = (Keys::generate(), Keys::generate());
-    let mut as_alice = authed_ws(&relay, &alice).await;
-    let ch = create_channel(&mut as_alice, &alice).await;
+    let mut as_alice = authed(&relay, &alice).await;
+    let ch = create_channel(&mut as_alice, &alice, false).await;
     let msg = alice.sign(9, vec![tag(&["h", &ch])], "hello channel", now());
 
     let mut anon = relay.ws().await;
     assert_publish_refused(&relay, &mut anon, &msg, "auth-required:").await;
 
-    let mut as_mallory = authed_ws(&relay, &mallory).await;
+    let mut as_mallory = authed(&relay, &mallory).await;
     assert_publish_refused(&relay, &mut as_mallory, &msg, "restricted:").await;
 
     let two_h = alice.sign(
@@ -486,8 +463,8 @@ async fn channel_reads_need_auth(backend: TestBackend, name: &str) {
         return;
     };
     let alice = Keys::generate();
-    let mut writer = authed_ws(&relay, &alice).await;
-    let ch = create_channel(&mut writer, &alice).await;
+    let mut writer = authed(&relay, &alice).await;
+    let ch = create_channel(&mut writer, &alice, false).await;
     let mut anon = relay.ws().await;
     let err = anon
         .req("h", vec![json!({"#h": [ch]})])
@@ -511,7 +488,7 @@ async fn channel_reads_need_auth(backend: TestBackend, name: &str) {
         .await
         .expect("REQ")
         .is_empty());
-    let mut member = authed_ws(&relay, &Keys::generate()).await;
+    let mut member = authed(&relay, &Keys::generate()).await;
     assert!(member.req("live", live).await.expect("REQ").is_empty());
 
     let secret = alice.sign(9, vec![tag(&["h", &ch])], "channel only", now());

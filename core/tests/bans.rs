@@ -6,7 +6,7 @@
 
 use buzz_core::both_backends;
 use buzz_core::config::Settings;
-use buzz_core::testkit::{now, tag, SharedStorage, TestBackend, TestRelay, WsClient};
+use buzz_core::testkit::{authed, now, tag, SharedStorage, TestBackend, TestRelay, WsClient};
 use buzz_nostr::keys::Keys;
 use serde_json::{json, Value};
 
@@ -15,12 +15,6 @@ both_backends!(a_ban_cuts_reads_until_lifted, a_nip86_ban_cuts_reads);
 fn owned_by(owner: &Keys) -> impl FnOnce(&mut Settings) {
     let owner = owner.pubkey().to_owned();
     move |s: &mut Settings| s.communities[0].owners = vec![owner]
-}
-
-async fn authed(relay: &TestRelay, keys: &Keys) -> WsClient {
-    let mut ws = relay.ws().await;
-    assert_eq!(ws.auth(keys).await, (true, String::new()));
-    ws
 }
 
 /// `keys`' open connections: one with a live subscription, one without.

@@ -5,8 +5,7 @@
 
 use buzz_core::both_backends;
 
-use buzz_core::testkit::{now, tag, TestBackend, TestRelay, WsClient};
-use buzz_nostr::event::Event;
+use buzz_core::testkit::{tag, Member as User, TestBackend, TestRelay};
 use buzz_nostr::keys::Keys;
 use serde_json::json;
 
@@ -16,54 +15,15 @@ both_backends!(
     only_authors_edit_and_archived_channels_take_no_new_content,
 );
 
-struct User {
-    keys: Keys,
-    ws: WsClient,
+/// What these suites ask of a member beyond the testkit's.
+trait Rules {
+    /// `(pubkey, role)` of every member, from the channel's relay-signed 39002.
+    async fn roles(&mut self, channel: &str) -> Vec<(String, String)>;
+    /// The role of `who` in `channel`, if a member.
+    async fn role_of(&mut self, channel: &str, who: &str) -> Option<String>;
 }
 
-impl User {
-    async fn new(relay: &TestRelay) -> User {
-        let keys = Keys::generate();
-        let mut ws = relay.ws().await;
-        assert_eq!(ws.auth(&keys).await, (true, String::new()));
-        User { keys, ws }
-    }
-
-    fn pk(&self) -> String {
-        self.keys.pubkey().to_owned()
-    }
-
-    /// Publish; the `OK` as `(accepted, message)` and the event.
-    async fn send(&mut self, kind: u32, tags: Vec<Vec<String>>) -> (bool, String, Event) {
-        // Unique content: the same tags twice in one second are still two events.
-        let content = uuid::Uuid::new_v4().to_string();
-        let event = self.keys.sign(kind, tags, &content, now());
-        let (ok, msg) = self.ws.publish(&event).await;
-        (ok, msg, event)
-    }
-
-    async fn ok(&mut self, kind: u32, tags: Vec<Vec<String>>) -> Event {
-        let (ok, msg, event) = self.send(kind, tags).await;
-        assert!(ok, "kind {kind} refused: {msg}");
-        event
-    }
-
-    /// The refusal text of a write that must be refused.
-    async fn refusal(&mut self, kind: u32, tags: Vec<Vec<String>>) -> String {
-        let (ok, msg, _) = self.send(kind, tags).await;
-        assert!(!ok, "kind {kind} was accepted");
-        msg
-    }
-
-    async fn create(&mut self, extra: &[&[&str]]) -> String {
-        let id = uuid::Uuid::new_v4().to_string();
-        let mut tags = vec![tag(&["h", &id]), tag(&["name", "c"])];
-        tags.extend(extra.iter().map(|t| tag(t)));
-        self.ok(9007, tags).await;
-        id
-    }
-
-    /// `(pubkey, role)` of every member, from the channel's relay-signed 39002.
+impl Rules for User {
     async fn roles(&mut self, channel: &str) -> Vec<(String, String)> {
         let sub = uuid::Uuid::new_v4().simple().to_string();
         let docs = self
@@ -102,8 +62,10 @@ async fn privacy_and_roles_in_the_other_spelling(backend: TestBackend, name: &st
         .refusal(9021, vec![tag(&["h", &uuid::Uuid::new_v4().to_string()])])
         .await;
 
-    let private = alice.create(&[&["visibility", "private"]]).await;
-    alice.ok(9, vec![tag(&["h", &private])]).await;
+    let private = alice
+        .create_channel_with(&[&["visibility", "private"]])
+        .await;
+    alice.publish_kind(9, vec![tag(&["h", &private])]).await;
     assert_eq!(
         bob.refusal(9021, vec![tag(&["h", &private])]).await,
         unknown,
@@ -116,8 +78,10 @@ async fn privacy_and_roles_in_the_other_spelling(backend: TestBackend, name: &st
         .await
         .expect("REQ");
     assert!(seen.is_empty(), "an outsider reads nothing: {seen:?}");
-    let public = alice.create(&[&["visibility", "public"]]).await;
-    bob.ok(9021, vec![tag(&["h", &public])]).await;
+    let public = alice
+        .create_channel_with(&[&["visibility", "public"]])
+        .await;
+    bob.publish_kind(9021, vec![tag(&["h", &public])]).await;
 
     let id = uuid::Uuid::new_v4().to_string();
     let msg = alice
@@ -139,11 +103,11 @@ async fn privacy_and_roles_in_the_other_spelling(backend: TestBackend, name: &st
         .await;
     assert!(msg.starts_with("invalid: "), "{msg}");
     // The refused 9007s left nothing: the id is still free.
-    alice.ok(9007, vec![tag(&["h", &id])]).await;
+    alice.publish_kind(9007, vec![tag(&["h", &id])]).await;
 
     // A 9002 takes the same spelling.
     alice
-        .ok(
+        .publish_kind(
             9002,
             vec![tag(&["h", &public]), tag(&["visibility", "private"])],
         )
@@ -156,9 +120,9 @@ async fn privacy_and_roles_in_the_other_spelling(backend: TestBackend, name: &st
     );
 
     let h = tag(&["h", &private]);
-    let bob_pk = bob.pk();
+    let bob_pk = bob.pubkey();
     alice
-        .ok(
+        .publish_kind(
             9000,
             vec![h.clone(), tag(&["p", &bob_pk]), tag(&["role", "admin"])],
         )
@@ -199,27 +163,30 @@ async fn roles_never_drop_by_omission_and_a_channel_keeps_an_owner(
     };
     let mut alice = User::new(&relay).await;
     let mut bob = User::new(&relay).await;
-    let ch = alice.create(&[&["private"]]).await;
+    let ch = alice.create_channel_with(&[&["private"]]).await;
     let h = tag(&["h", &ch]);
-    let (a, b) = (alice.pk(), bob.pk());
+    let (a, b) = (alice.pubkey(), bob.pubkey());
 
     alice
-        .ok(9000, vec![h.clone(), tag(&["p", &b, "owner"])])
+        .publish_kind(9000, vec![h.clone(), tag(&["p", &b, "owner"])])
         .await;
     // Bob's own 9000 with no role (a client re-adding itself) keeps him owner.
-    bob.ok(9000, vec![h.clone(), tag(&["p", &b])]).await;
+    bob.publish_kind(9000, vec![h.clone(), tag(&["p", &b])])
+        .await;
     assert_eq!(alice.role_of(&ch, &b).await.as_deref(), Some("owner"));
     // A plain member named without a role stays a member; a guest stays a guest.
     let carol = Keys::generate();
     let c = carol.pubkey().to_owned();
     alice
-        .ok(9000, vec![h.clone(), tag(&["p", &c, "guest"])])
+        .publish_kind(9000, vec![h.clone(), tag(&["p", &c, "guest"])])
         .await;
-    alice.ok(9000, vec![h.clone(), tag(&["p", &c])]).await;
+    alice
+        .publish_kind(9000, vec![h.clone(), tag(&["p", &c])])
+        .await;
     assert_eq!(alice.role_of(&ch, &c).await.as_deref(), Some("guest"));
 
     // Two owners: one may step down.
-    bob.ok(9000, vec![h.clone(), tag(&["p", &b, "member"])])
+    bob.publish_kind(9000, vec![h.clone(), tag(&["p", &b, "member"])])
         .await;
     assert_eq!(alice.role_of(&ch, &b).await.as_deref(), Some("member"));
 
@@ -239,9 +206,9 @@ async fn roles_never_drop_by_omission_and_a_channel_keeps_an_owner(
 
     // With another owner she may go.
     alice
-        .ok(9000, vec![h.clone(), tag(&["p", &b, "owner"])])
+        .publish_kind(9000, vec![h.clone(), tag(&["p", &b, "owner"])])
         .await;
-    alice.ok(9022, vec![h.clone()]).await;
+    alice.publish_kind(9022, vec![h.clone()]).await;
     assert_eq!(bob.role_of(&ch, &a).await, None);
     let msg = bob.refusal(9001, vec![h.clone(), tag(&["p", &b])]).await;
     assert!(msg.contains("last owner"), "{msg}");
@@ -259,10 +226,10 @@ async fn only_authors_edit_and_archived_channels_take_no_new_content(
     };
     let mut alice = User::new(&relay).await;
     let mut bob = User::new(&relay).await;
-    let ch = alice.create(&[]).await;
+    let ch = alice.create_channel_with(&[]).await;
     let h = tag(&["h", &ch]);
-    bob.ok(9021, vec![h.clone()]).await;
-    let m = bob.ok(9, vec![h.clone()]).await;
+    bob.publish_kind(9021, vec![h.clone()]).await;
+    let m = bob.publish_kind(9, vec![h.clone()]).await;
     let e = tag(&["e", &m.id]);
 
     let msg = alice.refusal(40_003, vec![h.clone(), e.clone()]).await;
@@ -270,11 +237,11 @@ async fn only_authors_edit_and_archived_channels_take_no_new_content(
         msg.starts_with("restricted: ") && msg.contains("author"),
         "{msg}"
     );
-    bob.ok(40_003, vec![h.clone(), e.clone()]).await;
-    alice.ok(7, vec![h.clone(), e.clone()]).await;
+    bob.publish_kind(40_003, vec![h.clone(), e.clone()]).await;
+    alice.publish_kind(7, vec![h.clone(), e.clone()]).await;
 
     alice
-        .ok(9002, vec![h.clone(), tag(&["archived", "true"])])
+        .publish_kind(9002, vec![h.clone(), tag(&["archived", "true"])])
         .await;
     for kind in [7, 40_003] {
         let msg = bob.refusal(kind, vec![h.clone(), e.clone()]).await;
@@ -284,6 +251,6 @@ async fn only_authors_edit_and_archived_channels_take_no_new_content(
         bob.refusal(9, vec![h.clone()]).await,
         "invalid: channel is archived"
     );
-    bob.ok(5, vec![h.clone(), e.clone()]).await;
+    bob.publish_kind(5, vec![h.clone(), e.clone()]).await;
     relay.stop().await;
 }

@@ -2,8 +2,7 @@
 //! once with `NEG-ERR` while no plugin serves sync. Both backends.
 
 use buzz_core::both_backends;
-use buzz_core::testkit::{now, tag, TestBackend, TestRelay, WsClient};
-use buzz_nostr::event::Event;
+use buzz_core::testkit::{authed, create_channel, publish_kind, tag, TestBackend, TestRelay};
 use buzz_nostr::keys::Keys;
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
@@ -15,29 +14,6 @@ both_backends!(
     bad_counts_are_refused_with_closed,
     neg_open_is_answered_neg_err_at_once,
 );
-
-async fn authed(relay: &TestRelay, keys: &Keys) -> WsClient {
-    let mut ws = relay.ws().await;
-    assert_eq!(ws.auth(keys).await, (true, String::new()));
-    ws
-}
-
-async fn ok(ws: &mut WsClient, keys: &Keys, kind: u32, tags: Vec<Vec<String>>) -> Event {
-    let event = keys.sign(kind, tags, &uuid::Uuid::new_v4().to_string(), now());
-    let (accepted, message) = ws.publish(&event).await;
-    assert!(accepted, "kind {kind} refused: {message}");
-    event
-}
-
-async fn create_channel(ws: &mut WsClient, keys: &Keys, private: bool) -> String {
-    let id = uuid::Uuid::new_v4().to_string();
-    let mut tags = vec![tag(&["h", &id]), tag(&["name", "general"])];
-    if private {
-        tags.push(tag(&["private"]));
-    }
-    ok(ws, keys, 9007, tags).await;
-    id
-}
 
 fn count_of(answer: Value) -> u64 {
     answer["count"]
@@ -52,13 +28,13 @@ async fn counts_what_req_returns(backend: TestBackend, name: &str) {
     let alice = Keys::generate();
     let mut ws = authed(&relay, &alice).await;
     let notes = [
-        ok(&mut ws, &alice, 1, vec![]).await,
-        ok(&mut ws, &alice, 1, vec![]).await,
-        ok(&mut ws, &alice, 1, vec![]).await,
+        publish_kind(&mut ws, &alice, 1, vec![]).await,
+        publish_kind(&mut ws, &alice, 1, vec![]).await,
+        publish_kind(&mut ws, &alice, 1, vec![]).await,
     ];
     let ch = create_channel(&mut ws, &alice, false).await;
     for _ in 0..2 {
-        ok(&mut ws, &alice, 9, vec![tag(&["h", &ch])]).await;
+        publish_kind(&mut ws, &alice, 9, vec![tag(&["h", &ch])]).await;
     }
     let mine = json!({"kinds": [1], "authors": [alice.pubkey()]});
     assert_eq!(
@@ -88,7 +64,7 @@ async fn counts_what_req_returns(backend: TestBackend, name: &str) {
         2
     );
     // A deleted note no longer counts.
-    ok(&mut ws, &alice, 5, vec![tag(&["e", &notes[0].id])]).await;
+    publish_kind(&mut ws, &alice, 5, vec![tag(&["e", &notes[0].id])]).await;
     assert_eq!(
         count_of(ws.count("c5", vec![mine]).await.expect("COUNT")),
         2
@@ -104,7 +80,7 @@ async fn private_counts_are_never_revealed(backend: TestBackend, name: &str) {
     let mut owner = authed(&relay, &alice).await;
     let private = create_channel(&mut owner, &alice, true).await;
     for _ in 0..3 {
-        ok(&mut owner, &alice, 9, vec![tag(&["h", &private])]).await;
+        publish_kind(&mut owner, &alice, 9, vec![tag(&["h", &private])]).await;
     }
     let random = uuid::Uuid::new_v4().to_string();
     assert_eq!(
@@ -141,9 +117,9 @@ async fn anonymous_channel_counts_are_auth_required(backend: TestBackend, name: 
     };
     let alice = Keys::generate();
     let mut writer = authed(&relay, &alice).await;
-    let note = ok(&mut writer, &alice, 1, vec![]).await;
+    let note = publish_kind(&mut writer, &alice, 1, vec![]).await;
     let ch = create_channel(&mut writer, &alice, false).await;
-    let message = ok(&mut writer, &alice, 9, vec![tag(&["h", &ch])]).await;
+    let message = publish_kind(&mut writer, &alice, 9, vec![tag(&["h", &ch])]).await;
     let mut anon = relay.ws().await;
     for filter in [
         json!({"kinds": [9]}),

@@ -2,7 +2,7 @@
 //! one is never served once it expires — not by REQ, COUNT or POST /query. Both backends.
 
 use buzz_core::both_backends;
-use buzz_core::testkit::{now, tag, TestBackend, TestRelay, WsClient};
+use buzz_core::testkit::{authed, now, tag, TestBackend, TestRelay};
 use buzz_nostr::keys::Keys;
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -11,12 +11,6 @@ both_backends!(
     expired_events_are_refused_on_arrival,
     events_vanish_from_every_read_when_they_expire,
 );
-
-async fn authed(relay: &TestRelay, keys: &Keys) -> WsClient {
-    let mut ws = relay.ws().await;
-    assert_eq!(ws.auth(keys).await, (true, String::new()));
-    ws
-}
 
 async fn expired_events_are_refused_on_arrival(backend: TestBackend, name: &str) {
     let Some(relay) = TestRelay::start(backend, name).await else {

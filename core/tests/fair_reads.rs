@@ -7,7 +7,7 @@
 
 use buzz_core::both_backends;
 use buzz_core::store::Store;
-use buzz_core::testkit::{TestBackend, TestRelay, WsClient};
+use buzz_core::testkit::{authed, TestBackend, TestRelay, WsClient};
 use buzz_nostr::keys::Keys;
 use serde_json::{json, Value};
 use std::sync::mpsc;
@@ -61,12 +61,6 @@ async fn queued(store: &Store, n: usize) {
         );
         tokio::task::yield_now().await;
     }
-}
-
-async fn authed(relay: &TestRelay, keys: &Keys) -> WsClient {
-    let mut ws = relay.ws().await;
-    assert_eq!(ws.auth(keys).await, (true, String::new()));
-    ws
 }
 
 async fn send_req(ws: &mut WsClient, sub: &str, keys: &Keys) {

@@ -2,7 +2,7 @@
 //! move under load, and no label ever carries a pubkey, channel, event id or payload.
 
 use buzz_core::both_backends;
-use buzz_core::testkit::{now, tag, TestBackend, TestRelay, WsClient};
+use buzz_core::testkit::{authed, now, tag, TestBackend, TestRelay};
 use buzz_nostr::keys::Keys;
 use prometheus_parse::{Sample, Scrape, Value};
 use serde_json::json;
@@ -53,12 +53,6 @@ fn count(scrape: &Scrape, name: &str) -> f64 {
         return plain;
     }
     value(scrape, name, &[])
-}
-
-async fn authed(relay: &TestRelay, keys: &Keys) -> WsClient {
-    let mut ws = relay.ws().await;
-    assert_eq!(ws.auth(keys).await, (true, String::new()), "AUTH accepted");
-    ws
 }
 
 async fn figures_move_under_load(backend: TestBackend, name: &str) {

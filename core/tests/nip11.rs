@@ -5,15 +5,6 @@ use buzz_core::testkit::{now, tag, TestBackend, TestRelay};
 use buzz_nostr::keys::Keys;
 use serde_json::{json, Value};
 
-async fn nip11(relay: &TestRelay) -> Value {
-    let (status, doc) = relay
-        .http()
-        .get("/", &[("accept", "application/nostr+json")])
-        .await;
-    assert_eq!(status, 200, "{doc}");
-    doc
-}
-
 /// Every NIP core implements, each checked over the wire by some suite: 1 (nip01.rs),
 /// 9 (deletion), 11 (this file), 29 (channels.rs, nip29_helpers.rs), 40 (expiration.rs),
 /// 42 (AUTH), 45 (count.rs), 86 (nip86.rs), 98 (http_bridge.rs).
@@ -24,7 +15,7 @@ async fn core_alone_lists_what_core_implements() {
     let Some(relay) = TestRelay::start(TestBackend::Sqlite, "core_alone").await else {
         return;
     };
-    let doc = nip11(&relay).await;
+    let doc = relay.nip11().await;
     assert_eq!(doc["supported_nips"], json!(CORE_NIPS), "{doc}");
     // Spot-check two of them are really there: COUNT answers, expiration is honoured.
     let alice = Keys::generate();
@@ -85,7 +76,7 @@ async fn enabled_plugins_add_what_they_declare() {
     let Some(relay) = with_declaring(true, "plugin_enabled").await else {
         return;
     };
-    let doc = nip11(&relay).await;
+    let doc = relay.nip11().await;
     let mut want: Vec<u64> = CORE_NIPS.to_vec();
     want.push(50);
     want.sort_unstable();
@@ -95,7 +86,7 @@ async fn enabled_plugins_add_what_they_declare() {
     let Some(relay) = with_declaring(false, "plugin_disabled").await else {
         return;
     };
-    let doc = nip11(&relay).await;
+    let doc = relay.nip11().await;
     assert_eq!(doc["supported_nips"], json!(CORE_NIPS), "{doc}");
     // A built plugin's channel kind needs AUTH whether or not the plugin runs.
     let mut anon = relay.ws().await;

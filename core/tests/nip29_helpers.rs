@@ -4,7 +4,7 @@
 //! `pubkey` equal to the key that signs group state. Both backends.
 
 use buzz_core::both_backends;
-use buzz_core::testkit::{now, tag, TestBackend, TestRelay, WsClient};
+use buzz_core::testkit::{authed, now, tag, TestBackend, TestRelay, WsClient};
 use buzz_nostr::event::Event;
 use buzz_nostr::keys::Keys;
 use serde_json::json;
@@ -19,12 +19,6 @@ both_backends!(
 
 fn fresh_sub() -> String {
     uuid::Uuid::new_v4().simple().to_string()
-}
-
-async fn authed(relay: &TestRelay, keys: &Keys) -> WsClient {
-    let mut ws = relay.ws().await;
-    assert_eq!(ws.auth(keys).await, (true, String::new()));
-    ws
 }
 
 async fn send(ws: &mut WsClient, keys: &Keys, kind: u32, tags: Vec<Vec<String>>) -> (bool, String) {

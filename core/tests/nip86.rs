@@ -4,7 +4,7 @@
 
 use buzz_core::both_backends;
 use buzz_core::store::moderation;
-use buzz_core::testkit::{now, tag, TestBackend, TestRelay, WsClient};
+use buzz_core::testkit::{authed, now, tag, TestBackend, TestRelay, WsClient};
 use buzz_nostr::keys::Keys;
 use buzz_nostr::nip98::authorization_header;
 use serde_json::{json, Value};
@@ -24,12 +24,6 @@ async fn start(backend: TestBackend, name: &str, owner: &Keys) -> Option<TestRel
         Vec::new(),
     )
     .await
-}
-
-async fn authed(relay: &TestRelay, keys: &Keys) -> WsClient {
-    let mut ws = relay.ws().await;
-    assert_eq!(ws.auth(keys).await, (true, String::new()), "AUTH accepted");
-    ws
 }
 
 /// Call `method` as `keys`; returns status and body.

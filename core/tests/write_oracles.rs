@@ -4,64 +4,12 @@
 
 use buzz_core::both_backends;
 
-use buzz_core::testkit::{now, tag, TestBackend, TestRelay, WsClient};
-use buzz_nostr::keys::Keys;
+use buzz_core::testkit::{tag, Member as User, TestBackend, TestRelay};
 
 both_backends!(
     events_in_unreadable_channels_read_as_missing,
     unreadable_channels_read_as_missing_to_join_and_create,
 );
-
-struct User {
-    keys: Keys,
-    ws: WsClient,
-}
-
-impl User {
-    async fn new(relay: &TestRelay) -> User {
-        let keys = Keys::generate();
-        let mut ws = relay.ws().await;
-        assert_eq!(ws.auth(&keys).await, (true, String::new()));
-        User { keys, ws }
-    }
-
-    fn pubkey(&self) -> String {
-        self.keys.pubkey().to_owned()
-    }
-
-    /// Publish; the `OK` as `(accepted, message)`.
-    async fn send(&mut self, kind: u32, tags: Vec<Vec<String>>) -> (bool, String) {
-        // Unique content: the same tags twice in one second are still two events.
-        let content = uuid::Uuid::new_v4().to_string();
-        let event = self.keys.sign(kind, tags, &content, now());
-        self.ws.publish(&event).await
-    }
-
-    async fn ok(&mut self, kind: u32, tags: Vec<Vec<String>>) -> String {
-        let content = uuid::Uuid::new_v4().to_string();
-        let event = self.keys.sign(kind, tags, &content, now());
-        let (ok, msg) = self.ws.publish(&event).await;
-        assert!(ok, "kind {kind} refused: {msg}");
-        event.id
-    }
-
-    /// The refusal text of a write that must be refused.
-    async fn refusal(&mut self, kind: u32, tags: Vec<Vec<String>>) -> String {
-        let (ok, msg) = self.send(kind, tags).await;
-        assert!(!ok, "kind {kind} was accepted");
-        msg
-    }
-
-    async fn create(&mut self, private: bool) -> String {
-        let id = uuid::Uuid::new_v4().to_string();
-        let mut tags = vec![tag(&["h", &id]), tag(&["name", "c"])];
-        if private {
-            tags.push(tag(&["private"]));
-        }
-        self.ok(9007, tags).await;
-        id
-    }
-}
 
 /// Events pointing at `target` from channel `from`: reaction, edit, reply, kind 5 and a
 /// moderator's removal (9005; the author owns `from`).
@@ -84,9 +32,9 @@ async fn events_in_unreadable_channels_read_as_missing(backend: TestBackend, nam
     let mut alice = User::new(&relay).await;
     let mut bob = User::new(&relay).await;
     let mut carol = User::new(&relay).await;
-    let private = alice.create(true).await;
+    let private = alice.create_channel(true).await;
     alice
-        .ok(
+        .publish_kind(
             9000,
             vec![
                 tag(&["h", &private]),
@@ -94,11 +42,11 @@ async fn events_in_unreadable_channels_read_as_missing(backend: TestBackend, nam
             ],
         )
         .await;
-    let secret = alice.ok(9, vec![tag(&["h", &private])]).await;
+    let secret = alice.publish_kind(9, vec![tag(&["h", &private])]).await.id;
     let random = hex::encode(rand_bytes());
     // Each writer acts from a channel of their own (so every kind is theirs to send).
-    let bobs = bob.create(false).await;
-    let carols = carol.create(false).await;
+    let bobs = bob.create_channel(false).await;
+    let carols = carol.create_channel(false).await;
 
     for ((kind, at_secret), (_, at_random)) in pointing(&bobs, &secret)
         .into_iter()
@@ -129,9 +77,9 @@ async fn unreadable_channels_read_as_missing_to_join_and_create(backend: TestBac
     let mut alice = User::new(&relay).await;
     let mut bob = User::new(&relay).await;
     let mut carol = User::new(&relay).await;
-    let private = alice.create(true).await;
+    let private = alice.create_channel(true).await;
     alice
-        .ok(
+        .publish_kind(
             9000,
             vec![
                 tag(&["h", &private]),
@@ -158,8 +106,8 @@ async fn unreadable_channels_read_as_missing_to_join_and_create(backend: TestBac
 
     // Create with a taken id: an outsider cannot tell a live private channel from a
     // deleted one (which nobody can read), and is not told that a channel exists.
-    let gone = alice.create(false).await;
-    alice.ok(9008, vec![tag(&["h", &gone])]).await;
+    let gone = alice.create_channel(false).await;
+    alice.publish_kind(9008, vec![tag(&["h", &gone])]).await;
     let create = |id: &str| vec![tag(&["h", id]), tag(&["name", "mine"])];
     let hidden = bob.refusal(9007, create(&private)).await;
     let deleted = bob.refusal(9007, create(&gone)).await;

@@ -7,7 +7,9 @@
 
 mod bench;
 mod channel_rows;
+pub mod disabled;
 mod http;
+pub mod member;
 mod own_redis;
 mod pg;
 mod relay;
@@ -20,6 +22,9 @@ mod ws;
 pub use bench::{cpu_secs, percentile, BenchStorage};
 pub use channel_rows::{channel_rows, ChannelRows, EventRows, TagRow, ThreadRows};
 pub use http::HttpClient;
+pub use member::{
+    authed, authed_at, create_channel, fresh_id, fresh_sub, publish_kind, publish_ok, Member,
+};
 pub use own_redis::OwnRedis;
 pub use pg::PgDatabase;
 pub use relay::{TestBackend, TestRelay};

@@ -142,6 +142,16 @@ impl TestRelay {
         super::HttpClient::new(self.addr, &self.host())
     }
 
+    /// The NIP-11 document (`GET /` as `application/nostr+json`), which must be a 200.
+    pub async fn nip11(&self) -> serde_json::Value {
+        let (status, doc) = self
+            .http()
+            .get("/", &[("accept", "application/nostr+json")])
+            .await;
+        assert_eq!(status, 200, "{doc}");
+        doc
+    }
+
     /// Store `event` in the default community exactly as a relay that predates thread
     /// metadata would have: the event row only, no `thread_metadata` row.
     pub async fn insert_legacy(&self, event: &buzz_nostr::event::Event) {

@@ -6,8 +6,8 @@ use buzz_core::both_backends;
 mod common;
 
 use buzz_artifacts::{ArtifactsPlugin, NAME};
-use buzz_core::config::Settings;
 use buzz_core::plugin::PluginEntry;
+use buzz_core::testkit::disabled::{assert_kinds_refused, disable};
 use buzz_core::testkit::{now, tag, TestBackend, TestRelay};
 use common::*;
 use serde_json::json;
@@ -15,15 +15,10 @@ use serde_json::json;
 both_backends!(disabled_plugin_treats_45010_as_before);
 
 async fn disabled_plugin_treats_45010_as_before(backend: TestBackend, name: &str) {
-    let disable = |s: &mut Settings| {
-        if let Some(section) = s.plugins.get_mut(NAME) {
-            section.enabled = Some(false);
-        }
-    };
     let Some(relay) = TestRelay::start_with(
         backend,
         name,
-        disable,
+        disable(NAME),
         vec![PluginEntry::of::<ArtifactsPlugin>()],
     )
     .await
@@ -73,9 +68,13 @@ async fn disabled_plugin_treats_45010_as_before(backend: TestBackend, name: &str
         sorted(vec![v1.id.clone(), twin.id.clone()])
     );
     // The relay-authored kind stays refused.
-    let forged = alice.keys.sign(45_011, vec![tag(&["h", &ch])], "", now());
-    let (ok, msg) = alice.send(&forged).await;
-    assert!(!ok && msg.starts_with("invalid:"), "{msg}");
+    assert_kinds_refused(
+        &mut alice.ws,
+        &alice.keys,
+        &[45_011],
+        vec![tag(&["h", &ch])],
+    )
+    .await;
     // NIP-11 says nothing of artifacts.
     let (_, info) = relay
         .http()

@@ -107,12 +107,12 @@ async fn ineligible_rows_do_not_fake_exhaustion(backend: TestBackend, name: &str
     alice.publish_all(&doomed).await;
     let mut tags = vec![tag(&["h", &ch])];
     tags.extend(doomed.iter().map(|e| tag(&["e", &e.id])));
-    alice.publish(alice.sign(5, tags, "", now())).await;
+    alice.publish(alice.sign_at(5, tags, "", now())).await;
     let other_kind: Vec<Event> = (0..150)
-        .map(|i| alice.sign(40_002, vec![tag(&["h", &ch])], "x", later + i))
+        .map(|i| alice.sign_at(40_002, vec![tag(&["h", &ch])], "x", later + i))
         .collect();
     let replies: Vec<Event> = (0..150)
-        .map(|i| alice.reply(&ch, &eligible[0], None, "r", later + i, false))
+        .map(|i| alice.reply_event(&ch, &eligible[0], None, "r", later + i, false))
         .collect();
     let elsewhere: Vec<Event> = (0..150)
         .map(|i| alice.message(&other, "o", later + i))
@@ -184,17 +184,17 @@ async fn broadcast_and_legacy_rows(backend: TestBackend, name: &str) {
     let mut alice = User::new(&relay).await;
     let ch = alice.create_channel(false).await;
     let t = now() - 100;
-    let root = alice.post(&ch, "root", t).await;
-    let broadcast = alice.reply(&ch, &root, Some(&root), "b1", t + 1, true);
+    let root = alice.post_at(&ch, "root", t).await;
+    let broadcast = alice.reply_event(&ch, &root, Some(&root), "b1", t + 1, true);
     let broadcast = alice.publish(broadcast).await;
-    let deep = alice.reply(&ch, &broadcast, Some(&root), "b2", t + 2, true);
+    let deep = alice.reply_event(&ch, &broadcast, Some(&root), "b2", t + 2, true);
     let deep = alice.publish(deep).await;
-    let quiet = alice.reply(&ch, &root, None, "q", t + 3, false);
+    let quiet = alice.reply_event(&ch, &root, None, "q", t + 3, false);
     alice.publish(quiet).await;
     // Stored before thread metadata existed: top-level whatever their tags say.
     let legacy = alice.message(&ch, "legacy", t + 4);
     relay.insert_legacy(&legacy).await;
-    let legacy_reply = alice.reply(&ch, &root, None, "legacy reply", t + 5, false);
+    let legacy_reply = alice.reply_event(&ch, &root, None, "legacy reply", t + 5, false);
     relay.insert_legacy(&legacy_reply).await;
     assert!(relay.thread_row(&legacy.id).await.is_none());
     assert_eq!(relay.thread_row(&deep.id).await.expect("row").depth, 2);
@@ -237,12 +237,12 @@ async fn aux_closure_two_hops_exact_position_and_access(backend: TestBackend, na
     let ch = alice.create_channel(false).await;
     let private = alice.create_channel(true).await;
     let t = now() - 200;
-    let older = alice.post(&ch, "older", t).await;
-    let row = alice.post(&ch, "row", t + 1).await;
+    let older = alice.post_at(&ch, "older", t).await;
+    let row = alice.post_at(&ch, "row", t + 1).await;
 
     // Hop 1: live reactions and edits of the row.
     let edit = alice
-        .publish(alice.sign(
+        .publish(alice.sign_at(
             40_003,
             vec![tag(&["h", &ch]), tag(&["e", &row.id])],
             "row!",
@@ -257,7 +257,7 @@ async fn aux_closure_two_hops_exact_position_and_access(backend: TestBackend, na
     let not_yours = dave.delete(&ch, &kept, t + 6).await;
     let rude = dave.react(&ch, &row, t + 7).await;
     let removal = alice
-        .publish(alice.sign(
+        .publish(alice.sign_at(
             9005,
             vec![tag(&["h", &ch]), tag(&["e", &rude.id])],
             "",
@@ -265,14 +265,14 @@ async fn aux_closure_two_hops_exact_position_and_access(backend: TestBackend, na
         ))
         .await;
     // Not references to the row: its id only in a tag's third position or in content.
-    bob.publish(bob.sign(
+    bob.publish(bob.sign_at(
         7,
         vec![tag(&["h", &ch]), tag(&["e", &older.id, &row.id])],
         "+",
         t + 9,
     ))
     .await;
-    bob.publish(bob.sign(
+    bob.publish(bob.sign_at(
         7,
         vec![tag(&["h", &ch]), tag(&["e", &older.id])],
         &row.id,
@@ -281,7 +281,7 @@ async fn aux_closure_two_hops_exact_position_and_access(backend: TestBackend, na
     .await;
     // Not readable by bob: a reaction scoped to a private channel (legacy data: ingest
     // would refuse a cross-channel target).
-    let hidden = alice.sign(
+    let hidden = alice.sign_at(
         7,
         vec![tag(&["h", &private]), tag(&["e", &row.id])],
         "+",
@@ -321,14 +321,14 @@ async fn summaries_are_exact(backend: TestBackend, name: &str) {
     let mut dave = User::new(&relay).await;
     let ch = alice.create_channel(false).await;
     let t = now() - 300;
-    let root = alice.post(&ch, "root", t).await;
-    let lonely = alice.post(&ch, "no replies", t + 1).await;
+    let root = alice.post_at(&ch, "root", t).await;
+    let lonely = alice.post_at(&ch, "no replies", t + 1).await;
     let r1 = bob.post_reply(&ch, &root, t + 2).await;
     carol.post_reply(&ch, &r1, t + 3).await;
     dave.post_reply(&ch, &root, t + 4).await;
     let r4 = bob.post_reply(&ch, &root, t + 5).await;
     // A crowded thread: twelve participants, only the ten most recent are listed.
-    let crowded = alice.post(&ch, "crowded", t + 6).await;
+    let crowded = alice.post_at(&ch, "crowded", t + 6).await;
     let mut crowd = Vec::new();
     for i in 0..12 {
         let mut u = User::new(&relay).await;
@@ -441,7 +441,7 @@ async fn half_and_malformed_cursors_are_rejected(backend: TestBackend, name: &st
     };
     let mut alice = User::new(&relay).await;
     let ch = alice.create_channel(false).await;
-    alice.post(&ch, "m", now()).await;
+    alice.post_at(&ch, "m", now()).await;
     let id = "a".repeat(64);
     let base = window(&ch, 5, None);
     let with = |pairs: &[(&str, serde_json::Value)]| {
@@ -485,7 +485,7 @@ async fn inaccessible_channel_answers_nothing(backend: TestBackend, name: &str) 
     let mut alice = User::new(&relay).await;
     let mut bob = User::new(&relay).await;
     let private = alice.create_channel(true).await;
-    alice.post(&private, "secret", now()).await;
+    alice.post_at(&private, "secret", now()).await;
     let missing = uuid::Uuid::new_v4().to_string();
     for ch in [&private, &missing] {
         let mut filter = window(ch, 5, None);
@@ -518,7 +518,7 @@ async fn other_top_level_values_are_plain_filters(backend: TestBackend, name: &s
     let mut alice = User::new(&relay).await;
     let ch = alice.create_channel(false).await;
     let t = now() - 10;
-    let root = alice.post(&ch, "root", t).await;
+    let root = alice.post_at(&ch, "root", t).await;
     let reply = alice.post_reply(&ch, &root, t + 1).await;
     for value in [json!(false), json!("true"), json!(1)] {
         let filter = json!({"top_level": value, "#h": [ch], "kinds": [9]});
@@ -538,9 +538,9 @@ async fn overlays_are_rejected_at_ingest(backend: TestBackend, name: &str) {
     };
     let mut alice = User::new(&relay).await;
     let ch = alice.create_channel(false).await;
-    let root = alice.post(&ch, "root", now()).await;
+    let root = alice.post_at(&ch, "root", now()).await;
     for kind in [39005, 39006, 39007] {
-        let forged = alice.sign(
+        let forged = alice.sign_at(
             kind,
             vec![
                 tag(&["d", &root.id]),
@@ -576,8 +576,8 @@ async fn window_rows_are_a_subset_of_the_plain_h_stream(backend: TestBackend, na
     let bob = User::new(&relay).await;
     let ch = alice.create_channel(false).await;
     let t = now() - 60;
-    let root = alice.post(&ch, "root", t).await;
-    alice.post(&ch, "second", t + 1).await;
+    let root = alice.post_at(&ch, "root", t).await;
+    alice.post_at(&ch, "second", t + 1).await;
     alice.react(&ch, &root, t + 2).await;
     // Regenerates 39000–39002 now: newer than every message.
     alice.add_member(&ch, &bob.pubkey()).await;
@@ -620,9 +620,9 @@ async fn expired_rows_and_aux_are_not_served(backend: TestBackend, name: &str) {
     let ch = alice.create_channel(false).await;
     let t = now();
     let expires = (t + 2).to_string();
-    let kept = alice.post(&ch, "kept", t - 10).await;
+    let kept = alice.post_at(&ch, "kept", t - 10).await;
     let fleeting = alice
-        .publish(alice.sign(
+        .publish(alice.sign_at(
             9,
             vec![tag(&["h", &ch]), tag(&["expiration", &expires])],
             "fleeting",
@@ -630,7 +630,7 @@ async fn expired_rows_and_aux_are_not_served(backend: TestBackend, name: &str) {
         ))
         .await;
     let reaction = alice
-        .publish(alice.sign(
+        .publish(alice.sign_at(
             7,
             vec![
                 tag(&["h", &ch]),

@@ -40,7 +40,7 @@ async fn a_stalled_thread_window_is_cancelled_by_the_database() {
     let mut alice = User::new(&relay).await;
     let ch = alice.create_channel(false).await;
     let t = now() - 10;
-    let root = alice.post(&ch, "root", t).await;
+    let root = alice.post_at(&ch, "root", t).await;
     alice.post_reply(&ch, &root, t + 1).await;
     let filters = vec![thread(&ch, &root.id, 5, None)];
     let (status, body) = alice.http(&relay, filters.clone()).await;

@@ -5,36 +5,22 @@ use buzz_core::both_backends;
 mod common;
 
 use buzz_channel_windows::{ChannelWindowsPlugin, NAME};
-use buzz_core::config::Settings;
 use buzz_core::plugin::PluginEntry;
+use buzz_core::testkit::disabled::{assert_kinds_refused, disable};
 use buzz_core::testkit::{now, tag, TestBackend, TestRelay};
 use common::*;
-use serde_json::{json, Value};
+use serde_json::json;
 
 both_backends!(
     disabled_plugin_serves_plain_filters,
     enabled_plugin_is_in_nip11
 );
 
-async fn nip11(relay: &TestRelay) -> Value {
-    let (status, info) = relay
-        .http()
-        .get("/", &[("accept", "application/nostr+json")])
-        .await;
-    assert_eq!(status, 200);
-    info
-}
-
 async fn disabled_plugin_serves_plain_filters(backend: TestBackend, name: &str) {
-    let disable = |s: &mut Settings| {
-        if let Some(section) = s.plugins.get_mut(NAME) {
-            section.enabled = Some(false);
-        }
-    };
     let Some(relay) = TestRelay::start_with(
         backend,
         name,
-        disable,
+        disable(NAME),
         vec![PluginEntry::of::<ChannelWindowsPlugin>()],
     )
     .await
@@ -44,19 +30,15 @@ async fn disabled_plugin_serves_plain_filters(backend: TestBackend, name: &str) 
     let mut alice = User::new(&relay).await;
     let ch = alice.create_channel(false).await;
     let t = now() - 10;
-    let root = alice.post(&ch, "root", t).await;
+    let root = alice.post_at(&ch, "root", t).await;
     let reply = alice.post_reply(&ch, &root, t + 1).await;
     let both = ids(&[reply.clone(), root.clone()]);
 
     // Its overlay kinds stay reserved while it is off: enabling it later must never find
     // client forgeries stored under them.
-    for kind in [39_005, 39_006, 39_007] {
-        let forged = alice.keys.sign(kind, vec![tag(&["d", &ch])], "forged", t);
-        let (ok, message) = alice.ws.publish(&forged).await;
-        assert!(
-            !ok && message.starts_with("invalid:"),
-            "kind {kind}: {message}"
-        );
+    let kinds = [39_005, 39_006, 39_007];
+    let tags = vec![tag(&["d", &ch])];
+    for forged in assert_kinds_refused(&mut alice.ws, &alice.keys, &kinds, tags).await {
         assert_eq!(relay.stored_rows(&forged.id).await, 0);
     }
     let filters = [
@@ -87,7 +69,7 @@ async fn disabled_plugin_serves_plain_filters(backend: TestBackend, name: &str) 
             assert_eq!(ids(&got), expected, "{via:?} {filter}");
         }
     }
-    let info = nip11(&relay).await;
+    let info = relay.nip11().await;
     assert!(info.get(NAME).is_none(), "{info}");
     assert!(!info["plugins"]
         .as_array()
@@ -100,7 +82,7 @@ async fn enabled_plugin_is_in_nip11(backend: TestBackend, name: &str) {
     let Some(relay) = relay(backend, name).await else {
         return;
     };
-    let info = nip11(&relay).await;
+    let info = relay.nip11().await;
     let doc = &info[NAME];
     for mode in [
         "channel_mode",

@@ -25,7 +25,7 @@ async fn oldest_first_paging_cursors_aliases_and_sentinels(backend: TestBackend,
     let mut alice = User::new(&relay).await;
     let ch = alice.create_channel(false).await;
     let t = now() - 100;
-    let root = alice.post(&ch, "root", t).await;
+    let root = alice.post_at(&ch, "root", t).await;
     let mut replies: Vec<Event> = Vec::new();
     for i in 0..9 {
         // Three replies per second; every third nests under the previous one.
@@ -33,12 +33,12 @@ async fn oldest_first_paging_cursors_aliases_and_sentinels(backend: TestBackend,
             (2, Some(previous)) => previous.clone(),
             _ => root.clone(),
         };
-        let reply = alice.reply(&ch, &parent, None, &format!("r{i}"), t + 1 + i / 3, false);
+        let reply = alice.reply_event(&ch, &parent, None, &format!("r{i}"), t + 1 + i / 3, false);
         replies.push(alice.publish(reply).await);
     }
     // Rows are not restricted by kind on this path; deleted replies are gone.
     let other_kind = alice
-        .publish(alice.sign(
+        .publish(alice.sign_at(
             40_002,
             vec![tag(&["h", &ch]), tag(&["e", &root.id, "", "reply"])],
             "k",
@@ -132,7 +132,7 @@ async fn aux_and_access(backend: TestBackend, name: &str) {
     let other = alice.create_channel(false).await;
     let private = alice.create_channel(true).await;
     let t = now() - 100;
-    let root = alice.post(&ch, "root", t).await;
+    let root = alice.post_at(&ch, "root", t).await;
     let reply = alice.post_reply(&ch, &root, t + 1).await;
     let on_root = bob.react(&ch, &root, t + 2).await;
     let on_reply = bob.react(&ch, &reply, t + 3).await;
@@ -145,7 +145,7 @@ async fn aux_and_access(backend: TestBackend, name: &str) {
     assert_eq!(ids(&got), ids(&[reply, on_root, on_reply, undo]));
 
     // Another #h, an unreadable channel, a missing root: nothing.
-    let secret = alice.post(&private, "secret", t).await;
+    let secret = alice.post_at(&private, "secret", t).await;
     alice.post_reply(&private, &secret, t + 1).await;
     for f in [
         legacy(&other, &root.id, 10),

@@ -34,12 +34,12 @@ async fn owning_roots_are_resolved_after_deletion(backend: TestBackend, name: &s
     let ch = alice.create_channel(false).await;
     let private = alice.create_channel(true).await;
     let t = now() - 100;
-    let a = alice.post(&ch, "a", t).await;
+    let a = alice.post_at(&ch, "a", t).await;
     let a1 = bob.post_reply(&ch, &a, t + 1).await;
     let a2 = alice.post_reply(&ch, &a1, t + 2).await;
-    let b = alice.post(&ch, "b", t + 3).await;
+    let b = alice.post_at(&ch, "b", t + 3).await;
     let b1 = alice.post_reply(&ch, &b, t + 4).await;
-    let lonely = alice.post(&ch, "c", t + 5).await;
+    let lonely = alice.post_at(&ch, "c", t + 5).await;
 
     // A soft-deleted target still names its root; counts reflect the deletion.
     alice.delete(&ch, &a2, now()).await;
@@ -85,7 +85,7 @@ async fn owning_roots_are_resolved_after_deletion(backend: TestBackend, name: &s
         bob.query(&relay, vec![resolve(&other, &[&b1.id])]).await,
         vec![]
     );
-    let secret = alice.post(&private, "s", t).await;
+    let secret = alice.post_at(&private, "s", t).await;
     let secret_reply = alice.post_reply(&private, &secret, t + 1).await;
     assert_eq!(
         bob.query(&relay, vec![resolve(&private, &[&secret_reply.id])])

@@ -36,10 +36,10 @@ async fn budget_relay(
     let mut alice = User::new(&relay).await;
     let ch = alice.create_channel(false).await;
     let t = now() - 100;
-    let root = alice.post(&ch, "root", t).await;
+    let root = alice.post_at(&ch, "root", t).await;
     let body = "x".repeat(300);
     let events: Vec<Event> = (0..replies)
-        .map(|i| alice.reply(&ch, &root, None, &body, t + 1 + i as i64, false))
+        .map(|i| alice.reply_event(&ch, &root, None, &body, t + 1 + i as i64, false))
         .collect();
     alice.publish_all(&events).await;
     if reaction {
@@ -217,7 +217,7 @@ async fn access_revoked_mid_request_is_unavailable(backend: TestBackend, name: &
     let private = alice.create_channel(true).await;
     alice.add_member(&private, &bob.pubkey()).await;
     let t = now() - 10;
-    let root = alice.post(&private, "root", t).await;
+    let root = alice.post_at(&private, "root", t).await;
     alice.post_reply(&private, &root, t + 1).await;
     // Bob can read it (a plain filter says so), but loses access while the window is
     // built: the batch is discarded, on either transport.
@@ -247,7 +247,7 @@ async fn malformed_stored_aux_is_an_internal_error(backend: TestBackend, name: &
     let mut alice = User::new(&relay).await;
     let ch = alice.create_channel(false).await;
     let t = now() - 10;
-    let root = alice.post(&ch, "root", t).await;
+    let root = alice.post_at(&ch, "root", t).await;
     alice.post_reply(&ch, &root, t + 1).await;
     let reaction = alice.react(&ch, &root, t + 2).await;
     corrupt_tags(&relay, &reaction.id).await;

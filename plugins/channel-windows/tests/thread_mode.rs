@@ -69,8 +69,8 @@ async fn thread_pages_newest_first_with_bound_bounds(backend: TestBackend, name:
     let mut bob = User::new(&relay).await;
     let ch = alice.create_channel(false).await;
     let t = now() - 500;
-    let root = alice.post(&ch, "root", t).await;
-    let other_root = alice.post(&ch, "other", t).await;
+    let root = alice.post_at(&ch, "root", t).await;
+    let other_root = alice.post_at(&ch, "other", t).await;
     let mut replies = Vec::new();
     for i in 0..12 {
         // Pairs share a second; every third is nested one level deeper.
@@ -80,12 +80,12 @@ async fn thread_pages_newest_first_with_bound_bounds(backend: TestBackend, name:
         } else {
             root.clone()
         };
-        let reply = alice.reply(&ch, &parent, Some(&root), &format!("r{i}"), at, false);
+        let reply = alice.reply_event(&ch, &parent, Some(&root), &format!("r{i}"), at, false);
         replies.push(alice.publish(reply).await);
     }
     // Excluded: another kind, a deleted reply, another thread's reply.
     let other_kind = alice
-        .publish(alice.sign(
+        .publish(alice.sign_at(
             40_002,
             vec![tag(&["h", &ch]), tag(&["e", &root.id, "", "reply"])],
             "k",
@@ -208,12 +208,12 @@ async fn roots_are_validated(backend: TestBackend, name: &str) {
     let elsewhere = alice.create_channel(false).await;
     let private = alice.create_channel(true).await;
     let t = now() - 100;
-    let root = alice.post(&ch, "root", t).await;
+    let root = alice.post_at(&ch, "root", t).await;
     let reply = alice.post_reply(&ch, &root, t + 1).await;
-    let foreign = alice.post(&elsewhere, "elsewhere", t).await;
+    let foreign = alice.post_at(&elsewhere, "elsewhere", t).await;
     alice.post_reply(&elsewhere, &foreign, t + 1).await;
     let reaction = alice.react(&ch, &root, t + 2).await;
-    let secret = alice.post(&private, "secret", t).await;
+    let secret = alice.post_at(&private, "secret", t).await;
     alice.post_reply(&private, &secret, t + 1).await;
 
     let nothing = [
@@ -245,7 +245,7 @@ async fn grammar_is_strict(backend: TestBackend, name: &str) {
     };
     let mut alice = User::new(&relay).await;
     let ch = alice.create_channel(false).await;
-    let root = alice.post(&ch, "root", now()).await;
+    let root = alice.post_at(&ch, "root", now()).await;
     let id = "a".repeat(64);
     let ok = thread(&ch, &root.id, 5, None);
     let with = |k: &str, v: Value| {
@@ -310,11 +310,11 @@ async fn aux_closure_of_root_and_replies(backend: TestBackend, name: &str) {
     let mut bob = User::new(&relay).await;
     let ch = alice.create_channel(false).await;
     let t = now() - 100;
-    let root = alice.post(&ch, "root", t).await;
+    let root = alice.post_at(&ch, "root", t).await;
     let reply = alice.post_reply(&ch, &root, t + 1).await;
     let on_root = bob.react(&ch, &root, t + 2).await;
     let edit = alice
-        .publish(alice.sign(
+        .publish(alice.sign_at(
             40_003,
             vec![tag(&["h", &ch]), tag(&["e", &reply.id])],
             "e",
@@ -324,15 +324,15 @@ async fn aux_closure_of_root_and_replies(backend: TestBackend, name: &str) {
     let withdrawn = bob.react(&ch, &reply, t + 4).await;
     let undo = bob.delete(&ch, &withdrawn, t + 5).await;
     // The root id in a tag's third position, or in the content, is not a reference.
-    let other = alice.post(&ch, "other", t + 6).await;
-    bob.publish(bob.sign(
+    let other = alice.post_at(&ch, "other", t + 6).await;
+    bob.publish(bob.sign_at(
         7,
         vec![tag(&["h", &ch]), tag(&["e", &other.id, &root.id])],
         "+",
         t + 7,
     ))
     .await;
-    bob.publish(bob.sign(
+    bob.publish(bob.sign_at(
         7,
         vec![tag(&["h", &ch]), tag(&["e", &other.id])],
         &root.id,
@@ -377,11 +377,11 @@ async fn expired_replies_are_not_served(backend: TestBackend, name: &str) {
     let mut alice = User::new(&relay).await;
     let ch = alice.create_channel(false).await;
     let t = now();
-    let root = alice.post(&ch, "root", t - 20).await;
+    let root = alice.post_at(&ch, "root", t - 20).await;
     let kept = alice.post_reply(&ch, &root, t - 10).await;
     let expires = (t + 2).to_string();
     let fleeting = alice
-        .publish(alice.sign(
+        .publish(alice.sign_at(
             9,
             vec![
                 tag(&["h", &ch]),

@@ -6,9 +6,10 @@ use buzz_core::both_backends;
 mod common;
 
 use buzz_core::config::{CommunitySettings, Settings};
-use buzz_core::testkit::{now, tag, TestBackend, TestRelay};
+use buzz_core::testkit::disabled::disable;
+use buzz_core::testkit::{now, tag, TestBackend};
 use common::*;
-use serde_json::{json, Value};
+use serde_json::json;
 
 both_backends!(
     private_channels_are_never_found,
@@ -328,7 +329,7 @@ async fn communities_are_apart(backend: TestBackend, name: &str) {
         return;
     };
     let mut here = User::new(&relay).await;
-    let mut there = User::at(&relay, "second.test").await;
+    let mut there = User::at(&relay, "second.test", buzz_nostr::keys::Keys::generate()).await;
     let ch_here = here.create_channel(false).await;
     let ch_there = there.create_channel(false).await;
     let mine = here.post(&ch_here, "narwhal here").await;
@@ -566,11 +567,7 @@ async fn live_search_matches_new_events(backend: TestBackend, name: &str) {
 }
 
 async fn backfill_indexes_what_came_before(backend: TestBackend, name: &str) {
-    let off = |s: &mut Settings| {
-        if let Some(section) = s.plugins.get_mut(buzz_search::NAME) {
-            section.enabled = Some(false);
-        }
-    };
+    let off = disable(buzz_search::NAME);
     let Some(mut relay) = relay_with(backend, name, json!({"backfill_batch": 2}), off).await else {
         return;
     };
@@ -584,7 +581,7 @@ async fn backfill_indexes_what_came_before(backend: TestBackend, name: &str) {
     let tags = vec![tag(&["h", &ch]), tag(&["e", &deleted.id])];
     alice.publish(alice.sign(5, tags, "")).await;
     // Disabled, the filter is not a search: NIP-11 does not list 50.
-    assert!(!nip11(&relay).await["supported_nips"]
+    assert!(!relay.nip11().await["supported_nips"]
         .as_array()
         .expect("nips")
         .contains(&json!(50)));
@@ -606,20 +603,11 @@ async fn backfill_indexes_what_came_before(backend: TestBackend, name: &str) {
     relay.stop().await;
 }
 
-async fn nip11(relay: &TestRelay) -> Value {
-    let (status, info) = relay
-        .http()
-        .get("/", &[("accept", "application/nostr+json")])
-        .await;
-    assert_eq!(status, 200);
-    info
-}
-
 async fn nip11_advertises_search(backend: TestBackend, name: &str) {
     let Some(relay) = relay(backend, name).await else {
         return;
     };
-    let info = nip11(&relay).await;
+    let info = relay.nip11().await;
     assert!(info["supported_nips"]
         .as_array()
         .expect("nips")

@@ -88,7 +88,7 @@ async fn other_communities_are_not_walked(backend: TestBackend, name: &str) {
         return;
     };
     let mut here = User::new(&relay).await;
-    let mut there = User::at(&relay, "second.test").await;
+    let mut there = User::at(&relay, "second.test", buzz_nostr::keys::Keys::generate()).await;
     let ch_here = here.create_channel(false).await;
     let ch_there = there.create_channel(false).await;
     let mine = here.post(&ch_here, "okapi here").await;

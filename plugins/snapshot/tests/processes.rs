@@ -54,7 +54,7 @@ async fn community_shares_hold_across_processes(test: &str, in_redis: bool) {
     };
     let a = process_tuned(test, &storage, tweak).await;
     let b = process_tuned(test, &storage, tweak).await;
-    let mut owner = user_at(&b, CLOSED, owner.clone()).await;
+    let mut owner = User::at(&b, CLOSED, owner.clone()).await;
     let member = Keys::generate();
     admit(&mut owner, member.pubkey()).await;
     let other = Keys::generate();

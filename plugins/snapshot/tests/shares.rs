@@ -32,7 +32,7 @@ async fn communities(
     let owner = Keys::generate();
     let pubkey = owner.pubkey().to_owned();
     let relay = relay_tuned(backend, name, options, move |s| add_communities(s, &pubkey)).await?;
-    let owner = user_at(&relay, CLOSED, owner).await;
+    let owner = User::at(&relay, CLOSED, owner).await;
     Some((relay, owner))
 }
 
@@ -42,7 +42,7 @@ async fn member_with_a_task(relay: &TestRelay, host: &str, owner: Option<&mut Us
     if let Some(owner) = owner {
         admit(owner, keys.pubkey()).await;
     }
-    let mut user = user_at(relay, host, keys).await;
+    let mut user = User::at(relay, host, keys).await;
     let channel = user.create_channel(false).await;
     user.put(&Draft::create(&channel, &format!("a task in {host}")))
         .await;
@@ -214,7 +214,7 @@ async fn a_community_keeps_its_byte_reserve(backend: TestBackend, name: &str) {
         "{charged} + {smallest} fits, yet refused"
     );
     // Another community's reader starts a capture of the same size.
-    let mut there = user_at(&relay, OTHER, Keys::generate()).await;
+    let mut there = User::at(&relay, OTHER, Keys::generate()).await;
     let channel = there.create_channel(false).await;
     for i in 0..10 {
         there

@@ -101,7 +101,7 @@ async fn channel_data_before_auth_is_auth_required(backend: TestBackend, name: &
     let mut a = authed(&relay, &alice).await;
     let private = create_channel(&mut a, &alice, true).await;
     post(&mut a, &alice, &private, 3).await;
-    let note = ok(&mut a, &alice, 1, vec![]).await;
+    let note = publish_kind(&mut a, &alice, 1, vec![]).await;
 
     let mut anon = relay.ws().await;
     let random = uuid::Uuid::new_v4().to_string();

@@ -122,7 +122,7 @@ async fn neg_msg_needs_an_open_session(backend: TestBackend, name: &str) {
 }
 
 async fn a_disabled_plugin_leaves_cores_neg_err(backend: TestBackend, name: &str) {
-    let Some(relay) = relay(backend, name, |s| enable(s, false)).await else {
+    let Some(relay) = relay(backend, name, |s| set_enabled(s, buzz_sync::NAME, false)).await else {
         return;
     };
     let alice = Keys::generate();

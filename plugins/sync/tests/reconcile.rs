@@ -91,11 +91,11 @@ async fn the_set_is_what_req_serves(backend: TestBackend, name: &str) {
     let kept = post(&mut ws, &alice, &channel, 5).await;
     let h = || vec![tag(&["h", &channel])];
     // Deleted by its author (NIP-09).
-    let deleted = ok(&mut ws, &alice, 9, h()).await;
-    ok(&mut ws, &alice, 5, vec![tag(&["e", &deleted.id])]).await;
+    let deleted = publish_kind(&mut ws, &alice, 9, h()).await;
+    publish_kind(&mut ws, &alice, 5, vec![tag(&["e", &deleted.id])]).await;
     // Removed by a moderator (the channel's creator owns it).
-    let removed = ok(&mut ws, &alice, 9, h()).await;
-    ok(
+    let removed = publish_kind(&mut ws, &alice, 9, h()).await;
+    publish_kind(
         &mut ws,
         &alice,
         9005,
@@ -104,7 +104,7 @@ async fn the_set_is_what_req_serves(backend: TestBackend, name: &str) {
     .await;
     // Expires (NIP-40) two seconds from now.
     let soon = (now() + 2).to_string();
-    let expiring = ok(
+    let expiring = publish_kind(
         &mut ws,
         &alice,
         9,
@@ -197,7 +197,8 @@ async fn an_empty_client_learns_everything_over_several_frames(backend: TestBack
 
 async fn nip11_lists_77_while_enabled(backend: TestBackend, name: &str) {
     for enabled in [true, false] {
-        let Some(relay) = relay(backend, name, |s| enable(s, enabled)).await else {
+        let Some(relay) = relay(backend, name, |s| set_enabled(s, buzz_sync::NAME, enabled)).await
+        else {
             return;
         };
         let (_, doc) = relay

@@ -10,7 +10,7 @@ mod common;
 
 use buzz_core::both_backends;
 use buzz_core::config::{CommunitySettings, Settings};
-use buzz_core::testkit::{TestBackend, TestRelay, WsClient};
+use buzz_core::testkit::{authed_at, TestBackend, WsClient};
 use buzz_nostr::keys::Keys;
 use common::*;
 use serde_json::{json, Value};
@@ -48,15 +48,6 @@ fn add_other(settings: &mut Settings) {
         open: true,
         policies: Default::default(),
     });
-}
-
-/// A WebSocket to the community at `host`, authenticated as `keys`.
-async fn authed_at(relay: &TestRelay, host: &str, keys: &Keys) -> WsClient {
-    let mut ws = WsClient::connect(relay.addr, &format!("{host}:{}", relay.addr.port()))
-        .await
-        .expect("websocket connects");
-    assert_eq!(ws.auth(keys).await, (true, String::new()), "AUTH at {host}");
-    ws
 }
 
 /// A channel of `n` messages by `keys` on `ws`.

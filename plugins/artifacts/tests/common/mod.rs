@@ -7,7 +7,7 @@
 use buzz_artifacts::{ArtifactsPlugin, NAME};
 use buzz_core::config::Settings;
 use buzz_core::plugin::PluginEntry;
-use buzz_core::testkit::{now, tag, TestBackend, TestRelay, WsClient};
+use buzz_core::testkit::{now, tag, TestBackend, TestRelay};
 use buzz_nostr::event::Event;
 use buzz_nostr::keys::Keys;
 use serde_json::{json, Value};
@@ -49,14 +49,8 @@ pub(crate) async fn relay(backend: TestBackend, name: &str) -> Option<TestRelay>
     relay_with(backend, name, json!({})).await
 }
 
-pub(crate) fn uuid() -> String {
-    uuid::Uuid::new_v4().to_string()
-}
-
-/// A fresh subscription id.
-pub(crate) fn sub() -> String {
-    uuid::Uuid::new_v4().simple().to_string()
-}
+#[allow(unused_imports)] // each suite uses its own subset
+pub(crate) use buzz_core::testkit::{fresh_id as uuid, fresh_sub as sub};
 
 /// A revision before signing: the envelope plus client tags and content.
 #[derive(Debug, Clone)]
@@ -159,124 +153,34 @@ impl Draft {
     }
 }
 
-/// An authenticated user with its own WebSocket connection.
-pub(crate) struct User {
-    pub(crate) keys: Keys,
-    pub(crate) ws: WsClient,
+/// An authenticated user: the testkit's [`Member`], with [`ArtifactUser`]'s moves.
+pub(crate) use buzz_core::testkit::Member as User;
+
+/// What the artifact suites do beyond a plain member: drafts and artifact queries.
+pub(crate) trait ArtifactUser {
+    /// Sign and publish a draft, requiring acceptance.
+    async fn put(&mut self, draft: &Draft) -> Event;
+    /// Sign and publish a draft: `(accepted, message)` and the event.
+    async fn try_put(&mut self, draft: &Draft) -> (bool, String, Event);
+    /// The current revisions matching `predicates` (a JSON object of `#name` lists).
+    async fn current(&self, relay: &TestRelay, predicates: Value) -> Vec<Event>;
+    /// The readable history of `d`.
+    async fn history(&self, relay: &TestRelay, d: &str) -> Vec<Event>;
 }
 
-impl User {
-    pub(crate) async fn new(relay: &TestRelay) -> User {
-        Self::with_keys(relay, Keys::generate()).await
-    }
-
-    pub(crate) async fn with_keys(relay: &TestRelay, keys: Keys) -> User {
-        let mut ws = relay.ws().await;
-        assert_eq!(ws.auth(&keys).await, (true, String::new()), "AUTH");
-        User { keys, ws }
-    }
-
-    pub(crate) fn pubkey(&self) -> String {
-        self.keys.pubkey().to_owned()
-    }
-
-    /// Publish over WebSocket: `(accepted, message)`.
-    pub(crate) async fn send(&mut self, event: &Event) -> (bool, String) {
-        self.ws.publish(event).await
-    }
-
-    /// Publish and require acceptance.
-    pub(crate) async fn publish(&mut self, event: Event) -> Event {
-        let (ok, msg) = self.ws.publish(&event).await;
-        assert!(ok, "kind {} refused: {msg}", event.kind);
-        event
-    }
-
-    /// Sign and publish a draft, requiring acceptance.
-    pub(crate) async fn put(&mut self, draft: &Draft) -> Event {
+impl ArtifactUser for User {
+    async fn put(&mut self, draft: &Draft) -> Event {
         let event = draft.sign(&self.keys);
         self.publish(event).await
     }
 
-    /// Sign and publish a draft: `(accepted, message)` and the event.
-    pub(crate) async fn try_put(&mut self, draft: &Draft) -> (bool, String, Event) {
+    async fn try_put(&mut self, draft: &Draft) -> (bool, String, Event) {
         let event = draft.sign(&self.keys);
         let (ok, msg) = self.ws.publish(&event).await;
         (ok, msg, event)
     }
 
-    /// Create a channel (open, or private = members only); returns its id.
-    pub(crate) async fn create_channel(&mut self, private: bool) -> String {
-        let id = uuid();
-        let mut tags = vec![tag(&["h", &id]), tag(&["name", "artifacts"])];
-        if private {
-            tags.push(tag(&["private"]));
-        }
-        self.publish(self.keys.sign(9007, tags, "", now())).await;
-        id
-    }
-
-    /// Add `member` to `channel` (the caller must manage it).
-    pub(crate) async fn add_member(&mut self, channel: &str, member: &str) {
-        let tags = vec![tag(&["h", channel]), tag(&["p", member, "member"])];
-        let nonce = uuid();
-        self.publish(self.keys.sign(9000, tags, &nonce, now()))
-            .await;
-    }
-
-    /// Remove `member` from `channel`.
-    pub(crate) async fn remove_member(&mut self, channel: &str, member: &str) {
-        let tags = vec![tag(&["h", channel]), tag(&["p", member])];
-        let nonce = uuid();
-        self.publish(self.keys.sign(9001, tags, &nonce, now()))
-            .await;
-    }
-
-    /// A kind-9 message in `channel`.
-    pub(crate) async fn post(&mut self, channel: &str, content: &str) -> Event {
-        let event = self
-            .keys
-            .sign(9, vec![tag(&["h", channel])], content, now());
-        self.publish(event).await
-    }
-
-    /// POST /events signed by this user: status and body.
-    pub(crate) async fn post_event(&self, relay: &TestRelay, event: &Event) -> (u16, Value) {
-        let body = serde_json::to_vec(event).expect("event JSON");
-        relay.http().post_signed(&self.keys, "/events", &body).await
-    }
-
-    /// POST /query signed by this user: status and body.
-    pub(crate) async fn http(&self, relay: &TestRelay, filters: Vec<Value>) -> (u16, Value) {
-        let body = Value::Array(filters).to_string();
-        relay
-            .http()
-            .post_signed(&self.keys, "/query", body.as_bytes())
-            .await
-    }
-
-    /// POST /query that must succeed: the events.
-    pub(crate) async fn query(&self, relay: &TestRelay, filters: Vec<Value>) -> Vec<Event> {
-        let (status, body) = self.http(relay, filters).await;
-        assert_eq!(status, 200, "{body}");
-        serde_json::from_value(body).expect("an array of events")
-    }
-
-    /// REQ over this user's WebSocket, closed after EOSE.
-    pub(crate) async fn req(&mut self, filters: Vec<Value>) -> Result<Vec<Event>, String> {
-        let id = sub();
-        let answer = self.ws.req(&id, filters).await;
-        if answer.is_ok() {
-            self.ws
-                .send(&json!(["CLOSE", id]))
-                .await
-                .expect("send CLOSE");
-        }
-        answer
-    }
-
-    /// The current revisions matching `predicates` (a JSON object of `#name` lists).
-    pub(crate) async fn current(&self, relay: &TestRelay, predicates: Value) -> Vec<Event> {
+    async fn current(&self, relay: &TestRelay, predicates: Value) -> Vec<Event> {
         let mut filter = json!({"artifact": "current"});
         if let (Value::Object(f), Value::Object(p)) = (&mut filter, predicates) {
             f.extend(p);
@@ -284,8 +188,7 @@ impl User {
         self.query(relay, vec![filter]).await
     }
 
-    /// The readable history of `d`.
-    pub(crate) async fn history(&self, relay: &TestRelay, d: &str) -> Vec<Event> {
+    async fn history(&self, relay: &TestRelay, d: &str) -> Vec<Event> {
         self.query(relay, vec![json!({"artifact": "history", "#d": [d]})])
             .await
     }

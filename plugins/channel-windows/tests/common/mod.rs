@@ -7,9 +7,8 @@
 use buzz_channel_windows::{ChannelWindowsPlugin, NAME};
 use buzz_core::config::Settings;
 use buzz_core::plugin::PluginEntry;
-use buzz_core::testkit::{now, tag, TestBackend, TestRelay, WsClient};
+use buzz_core::testkit::{now, tag, TestBackend, TestRelay};
 use buzz_nostr::event::{verify_signature, Event};
-use buzz_nostr::keys::Keys;
 use serde_json::{json, Value};
 
 /// A relay with `channel_windows` enabled (its default).
@@ -40,41 +39,37 @@ pub(crate) async fn relay_with(
 }
 
 /// A fresh subscription id, so earlier subscriptions' live events never mix in.
-pub(crate) fn sub() -> String {
-    uuid::Uuid::new_v4().simple().to_string()
-}
+#[allow(unused_imports)] // each suite uses its own subset
+pub(crate) use buzz_core::testkit::fresh_sub as sub;
 
-/// An authenticated user with its own WebSocket connection.
-pub(crate) struct User {
-    pub(crate) keys: Keys,
-    pub(crate) ws: WsClient,
-}
+/// An authenticated user: the testkit's [`Member`], with [`Windows`]' moves.
+pub(crate) use buzz_core::testkit::Member as User;
 
-impl User {
-    pub(crate) async fn new(relay: &TestRelay) -> User {
-        let keys = Keys::generate();
-        let mut ws = relay.ws().await;
-        assert_eq!(ws.auth(&keys).await, (true, String::new()), "AUTH");
-        User { keys, ws }
-    }
-
-    pub(crate) fn pubkey(&self) -> String {
-        self.keys.pubkey().to_owned()
-    }
-
-    pub(crate) fn sign(&self, kind: u32, tags: Vec<Vec<String>>, content: &str, at: i64) -> Event {
-        self.keys.sign(kind, tags, content, at)
-    }
-
-    /// Publish and require acceptance.
-    pub(crate) async fn publish(&mut self, event: Event) -> Event {
-        let (ok, msg) = self.ws.publish(&event).await;
-        assert!(ok, "kind {} refused: {msg}", event.kind);
-        event
-    }
-
+/// What the window suites do beyond a plain member: timed thread events, pipelined.
+pub(crate) trait Windows {
     /// Publish many events pipelined (they share commits), requiring every acceptance.
-    pub(crate) async fn publish_all(&mut self, events: &[Event]) {
+    async fn publish_all(&mut self, events: &[Event]);
+    /// A top-level message (not published).
+    fn message(&self, channel: &str, content: &str, at: i64) -> Event;
+    /// A reply to `parent` (not published); `root` adds the NIP-10 root marker.
+    fn reply_event(
+        &self,
+        channel: &str,
+        parent: &Event,
+        root: Option<&Event>,
+        content: &str,
+        at: i64,
+        broadcast: bool,
+    ) -> Event;
+    async fn post_reply(&mut self, channel: &str, parent: &Event, at: i64) -> Event;
+    /// A reaction to `target` in `channel`.
+    async fn react(&mut self, channel: &str, target: &Event, at: i64) -> Event;
+    /// NIP-09 deletion of `target` (kind 5, scoped to `channel`).
+    async fn delete(&mut self, channel: &str, target: &Event, at: i64) -> Event;
+}
+
+impl Windows for User {
+    async fn publish_all(&mut self, events: &[Event]) {
         for batch in events.chunks(200) {
             for event in batch {
                 self.ws
@@ -89,32 +84,11 @@ impl User {
         }
     }
 
-    /// Create a channel (open, or private = members only); returns its id.
-    pub(crate) async fn create_channel(&mut self, private: bool) -> String {
-        let id = uuid::Uuid::new_v4().to_string();
-        let mut tags = vec![tag(&["h", &id]), tag(&["name", "windows"])];
-        if private {
-            tags.push(tag(&["private"]));
-        }
-        self.publish(self.sign(9007, tags, "", now())).await;
-        id
+    fn message(&self, channel: &str, content: &str, at: i64) -> Event {
+        self.sign_at(9, vec![tag(&["h", channel])], content, at)
     }
 
-    /// Add `member` to `channel` (the caller must manage it).
-    pub(crate) async fn add_member(&mut self, channel: &str, member: &str) {
-        let tags = vec![tag(&["h", channel]), tag(&["p", member, "member"])];
-        // Unique content: adding the same member twice in one second is two events.
-        let nonce = uuid::Uuid::new_v4().to_string();
-        self.publish(self.sign(9000, tags, &nonce, now())).await;
-    }
-
-    /// A top-level message (not published).
-    pub(crate) fn message(&self, channel: &str, content: &str, at: i64) -> Event {
-        self.sign(9, vec![tag(&["h", channel])], content, at)
-    }
-
-    /// A reply to `parent` (not published); `root` adds the NIP-10 root marker.
-    pub(crate) fn reply(
+    fn reply_event(
         &self,
         channel: &str,
         parent: &Event,
@@ -131,59 +105,21 @@ impl User {
         if broadcast {
             tags.push(tag(&["broadcast", "1"]));
         }
-        self.sign(9, tags, content, at)
+        self.sign_at(9, tags, content, at)
     }
 
-    pub(crate) async fn post(&mut self, channel: &str, content: &str, at: i64) -> Event {
-        let event = self.message(channel, content, at);
-        self.publish(event).await
+    async fn post_reply(&mut self, channel: &str, parent: &Event, at: i64) -> Event {
+        self.reply_at(channel, parent, "re", at).await
     }
 
-    pub(crate) async fn post_reply(&mut self, channel: &str, parent: &Event, at: i64) -> Event {
-        let event = self.reply(channel, parent, None, "re", at, false);
-        self.publish(event).await
-    }
-
-    /// A reaction to `target` in `channel`.
-    pub(crate) async fn react(&mut self, channel: &str, target: &Event, at: i64) -> Event {
+    async fn react(&mut self, channel: &str, target: &Event, at: i64) -> Event {
         let tags = vec![tag(&["h", channel]), tag(&["e", &target.id])];
-        self.publish(self.sign(7, tags, "+", at)).await
+        self.publish(self.sign_at(7, tags, "+", at)).await
     }
 
-    /// NIP-09 deletion of `target` (kind 5, scoped to `channel`).
-    pub(crate) async fn delete(&mut self, channel: &str, target: &Event, at: i64) -> Event {
+    async fn delete(&mut self, channel: &str, target: &Event, at: i64) -> Event {
         let tags = vec![tag(&["h", channel]), tag(&["e", &target.id])];
-        self.publish(self.sign(5, tags, "", at)).await
-    }
-
-    /// REQ over this user's WebSocket: events until EOSE, or the CLOSED message. A
-    /// window page is one-shot, so the subscription is closed after its EOSE.
-    pub(crate) async fn req(&mut self, filters: Vec<Value>) -> Result<Vec<Event>, String> {
-        let id = sub();
-        let answer = self.ws.req(&id, filters).await;
-        if answer.is_ok() {
-            self.ws
-                .send(&json!(["CLOSE", id]))
-                .await
-                .expect("send CLOSE");
-        }
-        answer
-    }
-
-    /// POST /query signed by this user: status and body.
-    pub(crate) async fn http(&self, relay: &TestRelay, filters: Vec<Value>) -> (u16, Value) {
-        let body = Value::Array(filters).to_string();
-        relay
-            .http()
-            .post_signed(&self.keys, "/query", body.as_bytes())
-            .await
-    }
-
-    /// POST /query that must succeed: the events.
-    pub(crate) async fn query(&self, relay: &TestRelay, filters: Vec<Value>) -> Vec<Event> {
-        let (status, body) = self.http(relay, filters).await;
-        assert_eq!(status, 200, "{body}");
-        serde_json::from_value(body).expect("an array of events")
+        self.publish(self.sign_at(5, tags, "", at)).await
     }
 }
 

@@ -6,7 +6,7 @@
 
 use buzz_core::config::Settings;
 use buzz_core::plugin::PluginEntry;
-use buzz_core::testkit::{now, tag, TestBackend, TestRelay, WsClient};
+use buzz_core::testkit::{authed, now, publish_ok, tag, TestBackend, TestRelay, WsClient};
 use buzz_nostr::event::Event;
 use buzz_nostr::keys::Keys;
 use buzz_read_state::{ReadStatePlugin, NAME};
@@ -66,8 +66,7 @@ impl User {
     }
 
     pub(crate) async fn with_keys(relay: &TestRelay, keys: Keys) -> User {
-        let mut ws = relay.ws().await;
-        assert_eq!(ws.auth(&keys).await, (true, String::new()), "AUTH");
+        let ws = authed(relay, &keys).await;
         let api = Client::new(
             &format!("http://{}", relay.addr),
             &relay.host(),
@@ -81,9 +80,7 @@ impl User {
     }
 
     pub(crate) async fn publish(&mut self, event: Event) -> Event {
-        let (ok, msg) = self.ws.publish(&event).await;
-        assert!(ok, "kind {} refused: {msg}", event.kind);
-        event
+        publish_ok(&mut self.ws, event).await
     }
 
     /// Create a channel (`channel_type` stream/forum/dm); the creator is its owner.

@@ -8,12 +8,12 @@
 mod artifacts;
 
 #[allow(unused_imports)] // not every suite needs each
-pub(crate) use artifacts::{uuid, Draft, User, TASK};
+pub(crate) use artifacts::{uuid, ArtifactUser, Draft, User, TASK};
 
 use buzz_artifacts::ArtifactsPlugin;
 use buzz_core::config::{CommunitySettings, Settings};
 use buzz_core::plugin::PluginEntry;
-use buzz_core::testkit::{now, redis_url, tag, TestBackend, TestRelay, WsClient};
+use buzz_core::testkit::{now, redis_url, tag, TestBackend, TestRelay};
 use buzz_nostr::event::{verify_signature, Event};
 use buzz_nostr::keys::Keys;
 use buzz_snapshot::{SnapshotPlugin, NAME};
@@ -96,19 +96,6 @@ pub(crate) fn add_communities(settings: &mut Settings, closed_owner: &str) {
 /// `host` with the relay's port: the `Host` header of a community.
 pub(crate) fn host_of(relay: &TestRelay, host: &str) -> String {
     format!("{host}:{}", relay.addr.port())
-}
-
-/// A user authenticated on its own WebSocket to the community at `host`.
-pub(crate) async fn user_at(relay: &TestRelay, host: &str, keys: Keys) -> User {
-    let mut ws = WsClient::connect(relay.addr, &host_of(relay, host))
-        .await
-        .expect("websocket connects");
-    assert_eq!(
-        ws.auth(&keys).await,
-        (true, String::new()),
-        "AUTH at {host}"
-    );
-    User { keys, ws }
 }
 
 /// `POST /query` with one snapshot filter, signed by `keys`, in the community at `host`.

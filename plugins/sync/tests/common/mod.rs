@@ -4,6 +4,8 @@
 
 use buzz_core::config::Settings;
 use buzz_core::plugin::PluginEntry;
+#[allow(unused_imports)] // each suite uses its own subset
+pub(crate) use buzz_core::testkit::{authed, create_channel, disabled::set_enabled, publish_kind};
 use buzz_core::testkit::{now, tag, TestBackend, TestRelay, WsClient};
 use buzz_nostr::event::Event;
 use buzz_nostr::keys::Keys;
@@ -34,34 +36,6 @@ pub(crate) fn set(settings: &mut Settings, key: &str, value: Value) {
         .or_default()
         .options
         .insert(key.into(), value);
-}
-
-/// Enable or disable the plugin.
-pub(crate) fn enable(settings: &mut Settings, enabled: bool) {
-    settings.plugins.entry("sync".into()).or_default().enabled = Some(enabled);
-}
-
-pub(crate) async fn authed(relay: &TestRelay, keys: &Keys) -> WsClient {
-    let mut ws = relay.ws().await;
-    assert_eq!(ws.auth(keys).await, (true, String::new()));
-    ws
-}
-
-pub(crate) async fn ok(ws: &mut WsClient, keys: &Keys, kind: u32, tags: Vec<Vec<String>>) -> Event {
-    let event = keys.sign(kind, tags, &uuid::Uuid::new_v4().to_string(), now());
-    let (accepted, message) = ws.publish(&event).await;
-    assert!(accepted, "kind {kind} refused: {message}");
-    event
-}
-
-pub(crate) async fn create_channel(ws: &mut WsClient, keys: &Keys, private: bool) -> String {
-    let id = uuid::Uuid::new_v4().to_string();
-    let mut tags = vec![tag(&["h", &id]), tag(&["name", "general"])];
-    if private {
-        tags.push(tag(&["private"]));
-    }
-    ok(ws, keys, 9007, tags).await;
-    id
 }
 
 /// `n` kind-9 messages in `channel`, through ingest in bursts (within the connection's
