@@ -6,7 +6,10 @@
 //! the reader's scope still holds (a private channel's tagged messages stay private).
 
 use buzz_core::both_backends;
-use buzz_core::testkit::{now, tag, TestBackend, TestRelay, WsClient};
+use buzz_core::testkit::{
+    authed, create_channel, fresh_sub, now, publish_ok as publish, tag, TestBackend, TestRelay,
+    WsClient,
+};
 use buzz_nostr::event::Event;
 use buzz_nostr::keys::Keys;
 use serde_json::{json, Value};
@@ -18,26 +21,13 @@ both_backends!(
     a_private_channels_tagged_messages_stay_private,
 );
 
-async fn authed(relay: &TestRelay, keys: &Keys) -> WsClient {
-    let mut ws = relay.ws().await;
-    assert_eq!(ws.auth(keys).await, (true, String::new()));
-    ws
-}
-
-async fn publish(ws: &mut WsClient, event: Event) -> Event {
-    let (accepted, message) = ws.publish(&event).await;
-    assert!(accepted, "kind {} refused: {message}", event.kind);
-    event
-}
-
 fn ids(events: &[Event]) -> Vec<String> {
     events.iter().map(|e| e.id.clone()).collect()
 }
 
 /// Every event the REQ answers (an anonymous one may end with `CLOSED auth-required:`).
 async fn answer(ws: &mut WsClient, filter: Value) -> Vec<Event> {
-    let sub = uuid::Uuid::new_v4().simple().to_string();
-    ws.req_answer(&sub, vec![filter.clone()])
+    ws.req_answer(&fresh_sub(), vec![filter.clone()])
         .await
         .unwrap_or_else(|e| panic!("{filter}: {e}"))
         .events
@@ -207,18 +197,7 @@ async fn a_private_channels_tagged_messages_stay_private(backend: TestBackend, n
     };
     let alice = Keys::generate();
     let mut ws = authed(&relay, &alice).await;
-    let channel = uuid::Uuid::new_v4().to_string();
-    let create = alice.sign(
-        9007,
-        vec![
-            tag(&["h", &channel]),
-            tag(&["name", "secret"]),
-            tag(&["private"]),
-        ],
-        "",
-        now(),
-    );
-    publish(&mut ws, create).await;
+    let channel = create_channel(&mut ws, &alice, true).await;
     let note = publish(
         &mut ws,
         alice.sign(1, vec![tag(&["t", "plans"])], "public", now() - 1),
