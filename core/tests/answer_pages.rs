@@ -18,6 +18,7 @@ const EVENTS: usize = 30;
 /// Generous for loopback (a page is read in about a millisecond); a page held back by a
 /// delayed ACK or a missed wake-up costs 40 ms or more.
 const MAX_GAP: Duration = Duration::from_millis(30);
+const ATTEMPTS: usize = 20;
 
 async fn pages_of_an_answer_arrive_without_a_gap(backend: TestBackend, name: &str) {
     let Some(relay) = TestRelay::start_with(
@@ -49,8 +50,12 @@ async fn pages_of_an_answer_arrive_without_a_gap(backend: TestBackend, name: &st
     // A live copy of the burst that reaches a subscription after its stored answer is
     // dropped by the relay (`live_stored_race.rs`), so every answer is exactly the burst.
     let mut ws = relay.ws().await;
-    let mut worst = Duration::ZERO;
-    for attempt in 0..20 {
+    // Each attempt's longest gap. Nagle and delayed ACK stall every multi-page answer, so
+    // they move the median; a busy CI box stalls an attempt now and then, which moves
+    // only the tail. The median is what this test judges.
+    let mut worst_per_attempt = Vec::with_capacity(ATTEMPTS);
+    for attempt in 0..ATTEMPTS {
+        let mut worst = Duration::ZERO;
         let sub = format!("p{attempt}");
         ws.send(&json!(["REQ", sub, {"#t": ["pages"]}]))
             .await
@@ -79,10 +84,14 @@ async fn pages_of_an_answer_arrive_without_a_gap(backend: TestBackend, name: &st
         }
         assert_eq!(received, EVENTS, "attempt {attempt}");
         ws.send(&json!(["CLOSE", sub])).await.expect("send CLOSE");
+        worst_per_attempt.push(worst);
     }
+    worst_per_attempt.sort();
+    let median = worst_per_attempt[ATTEMPTS / 2];
     assert!(
-        worst < MAX_GAP,
-        "the longest wait between two frames of one answer was {worst:?}"
+        median < MAX_GAP,
+        "the median of each answer's longest wait between two frames was {median:?} \
+         (all: {worst_per_attempt:?})"
     );
     relay.stop().await;
 }
