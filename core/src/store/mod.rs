@@ -5,6 +5,7 @@
 //! group-committing writer thread ([`Store::write`]) so SQLite never sees two writers
 //! and a burst of events shares one fsync.
 
+mod change_mark;
 pub mod channel_state;
 mod checkpoint;
 mod communities;
@@ -38,6 +39,8 @@ mod tag_on_row;
 pub mod threads;
 mod writer;
 
+use change_mark::ChangeCounter;
+pub use change_mark::{next_expiry, ChangeMark};
 pub use conn::{Backend, Conn};
 pub use diesel::pg::PgConnection;
 pub use diesel::sqlite::SqliteConnection;
@@ -92,6 +95,8 @@ struct Inner {
     /// How long one read may run on SQLite (`None`: no bound).
     read_timeout: Option<std::time::Duration>,
     writer: Writer,
+    /// Moved by the writer after each commit that changed events (`change_mark.rs`).
+    changes: Arc<ChangeCounter>,
 }
 
 impl Store {
@@ -170,7 +175,8 @@ impl Store {
         }
         // Before any read is planned: SQLite keeps a statement's first plan.
         pool.pin_planner_stats()?;
-        let writer = Writer::start(pool.clone())?;
+        let changes = Arc::new(ChangeCounter::default());
+        let writer = Writer::start(pool.clone(), changes.clone())?;
         let reads = read_threads::ReadThreads::start(
             pool_size as usize,
             bounds.max_reads_per_client,
@@ -185,6 +191,7 @@ impl Store {
                 read_timeout: (bounds.read_timeout_ms > 0)
                     .then(|| std::time::Duration::from_millis(bounds.read_timeout_ms)),
                 writer,
+                changes,
             }),
         })
     }
@@ -225,6 +232,31 @@ impl Store {
         F: FnOnce(Conn<'_>) -> Result<R, Reason> + Send + 'static,
     {
         self.read_as(Admission::Bounded, f).await
+    }
+
+    /// Where the writes stand now ([`ChangeMark`]): a set read under an equal mark is
+    /// still the set. One small read on PostgreSQL, none on SQLite.
+    pub async fn change_mark(&self) -> Result<ChangeMark, Reason> {
+        let changes = self.inner.changes.clone();
+        match self.inner.backend {
+            Backend::Sqlite => Ok(changes.local_mark()),
+            Backend::Postgres => self.read(move |mut conn| changes.mark(&mut conn)).await,
+        }
+    }
+
+    /// [`Store::read`] that takes the [`ChangeMark`] first, before `f` starts its
+    /// snapshot: what `f` reads stays true while the mark is equal.
+    pub async fn read_marked<R, F>(&self, f: F) -> Result<(ChangeMark, R), Reason>
+    where
+        R: Send + 'static,
+        F: FnOnce(Conn<'_>) -> Result<R, Reason> + Send + 'static,
+    {
+        let changes = self.inner.changes.clone();
+        self.read(move |mut conn| {
+            let mark = changes.mark(&mut conn)?;
+            Ok((mark, f(conn)?))
+        })
+        .await
     }
 
     /// [`Store::read`] for the next page of an answer whose first read was admitted: it

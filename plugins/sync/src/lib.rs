@@ -16,6 +16,7 @@
 //! | `lib.rs` | manifest: name, config section and its bounds, NIP-11 `supported_nips` 77 and `sync` |
 //! | `message.rs` | the grammar of `NEG-OPEN` / `NEG-MSG` / `NEG-CLOSE` (every refusal there) |
 //! | `records.rs` | the reader's record set: checks, scope, one snapshot, the record bound |
+//! | `set_cache.rs` | sets kept between opens, reused while the store's change mark says they are still true |
 //! | `sessions.rs` | open sessions: per connection, idle timeout and lifetime |
 //! | `shares.rs` | the record budget: per reader, per community (a reserve each), per process |
 //! | `plugin.rs` | the running plugin: dispatch, answers, the idle sweeper |
@@ -24,6 +25,7 @@ mod message;
 mod plugin;
 mod records;
 mod sessions;
+mod set_cache;
 mod shares;
 
 pub use plugin::Reconciler;

@@ -16,6 +16,7 @@ use crate::message::{self, Refusal, Request};
 use crate::records;
 use crate::records::Read;
 use crate::sessions::{Ended, Engine, Lifetimes, Lookup, Sessions};
+use crate::set_cache::SetCache;
 use crate::shares::{Bounds, Limit, Reader, Shares};
 use crate::{Config, NAME};
 use buzz_core::ctx::ConnCtx;
@@ -37,6 +38,8 @@ pub struct Reconciler {
     services: Services,
     sessions: Arc<Sessions>,
     shares: Arc<Shares>,
+    /// Sets kept between opens, `max_sync_records` records at most.
+    sets: SetCache,
 }
 
 impl Reconciler {
@@ -58,6 +61,7 @@ impl Reconciler {
             services.communities.iter().map(|c| c.id).collect(),
         ));
         Reconciler {
+            sets: SetCache::new(config.max_sync_records),
             config,
             services,
             sessions,
@@ -68,6 +72,11 @@ impl Reconciler {
     /// Sessions open in this process and the records they hold (for tests and status).
     pub fn open_sessions(&self) -> (usize, usize) {
         self.sessions.totals()
+    }
+
+    /// Sets kept between opens and the records they hold (for tests and status).
+    pub fn kept_sets(&self) -> (usize, usize) {
+        self.sets.totals()
     }
 
     async fn open(
@@ -93,7 +102,8 @@ impl Reconciler {
             .shares
             .take(ctx.community_id(), reader(ctx, connection), want)
             .map_err(no_room)?;
-        let set = match records::read(&self.services, checked, charge.records()).await? {
+        let set = match records::read(&self.services, &self.sets, checked, charge.records()).await?
+        {
             Read::Set(set) => set,
             Read::Over => {
                 return Err(match charge.capped_by {

@@ -11,18 +11,22 @@
 //! of its shares, `shares.rs`), so a set over the bound is refused having cost no more
 //! than the bound. The checks and the scope come first ([`check`]), the read after the
 //! room is taken ([`read`]). A channel the reader cannot read is outside the scope: it reconciles
-//! exactly like an empty one.
+//! exactly like an empty one. A set read before and still true is reused
+//! (`set_cache.rs`) instead of being read again.
 
+use crate::set_cache::{Kept, SetCache, SetKey, SharedSet};
 use buzz_core::ctx::ConnCtx;
 use buzz_core::error::Reason;
 use buzz_core::plugin::{PlainReads, Services};
-use buzz_core::store::{query_stamps, Scope};
+use buzz_core::store::{next_expiry, query_stamps, Scope};
 use buzz_nostr::filter::Filter;
 use negentropy::{Id, NegentropyStorageVector};
+use std::sync::Arc;
+use std::time::Instant;
 
 /// A sealed record set, ready for a negentropy engine.
 pub(crate) struct RecordSet {
-    pub(crate) storage: NegentropyStorageVector,
+    pub(crate) storage: SharedSet,
     pub(crate) records: usize,
 }
 
@@ -68,35 +72,66 @@ pub(crate) async fn check(
 }
 
 /// Read the record set of a checked filter, at most `room` records (one row more is read
-/// to tell a larger set: [`Read::Over`]).
+/// to tell a larger set: [`Read::Over`]), or reuse the one `cache` kept if it is still
+/// the set.
 pub(crate) async fn read(
     services: &Services,
+    cache: &SetCache,
     checked: Checked,
     room: usize,
 ) -> Result<Read, Reason> {
     let Checked { filter, scope } = checked;
+    let key = SetKey::of(&scope, &filter);
+    let mark = services.store.change_mark().await?;
     let now = services.clock.now_secs();
+    if let Some(kept) = cache.get(&key, mark, now, Instant::now()) {
+        return Ok(fits(&kept, room));
+    }
     // The filter's own `limit` keeps its NIP-01 meaning (the newest that many); the room
     // is probed with one row more.
     let probe = u64::try_from(room).unwrap_or(u64::MAX).saturating_add(1);
     let limit = filter.limit.map_or(probe, |l| l.min(probe));
-    let stamps = services
+    let (mark, (stamps, valid_until)) = services
         .store
-        .read(move |mut conn| {
-            conn.repeatable_read(|conn| query_stamps(conn, &scope, &filter, limit, now))
+        .read_marked(move |mut conn| {
+            conn.repeatable_read(|conn| {
+                let stamps = query_stamps(conn, &scope, &filter, limit, now)?;
+                Ok::<_, Reason>((stamps, next_expiry(conn, now)?))
+            })
         })
         .await?;
     if stamps.len() > room {
         return Ok(Read::Over);
     }
-    tokio::task::spawn_blocking(move || seal(stamps))
+    // At most `room` rows where one more was asked for: the filter's whole set.
+    let (set, records) = tokio::task::spawn_blocking(move || seal(stamps))
         .await
-        .map_err(|e| Reason::Internal(anyhow::anyhow!("sealing a record set: {e}")))?
-        .map(Read::Set)
+        .map_err(|e| Reason::Internal(anyhow::anyhow!("sealing a record set: {e}")))??;
+    let kept = Arc::new(Kept {
+        set: SharedSet(Arc::new(set)),
+        records,
+        mark,
+        valid_until,
+    });
+    cache.put(key, kept.clone(), Instant::now());
+    Ok(fits(&kept, room))
 }
 
-/// The stamps as a sorted negentropy storage.
-fn seal(stamps: Vec<(i64, String)>) -> Result<RecordSet, Reason> {
+/// A kept set as this open's answer: larger than its room is [`Read::Over`], as a read
+/// would have found.
+fn fits(kept: &Kept, room: usize) -> Read {
+    if kept.records > room {
+        Read::Over
+    } else {
+        Read::Set(RecordSet {
+            storage: kept.set.clone(),
+            records: kept.records,
+        })
+    }
+}
+
+/// The stamps as a sorted negentropy storage, and how many.
+fn seal(stamps: Vec<(i64, String)>) -> Result<(NegentropyStorageVector, usize), Reason> {
     let records = stamps.len();
     let mut storage = NegentropyStorageVector::with_capacity(records);
     for (created_at, id) in stamps {
@@ -113,5 +148,5 @@ fn seal(stamps: Vec<(i64, String)>) -> Result<RecordSet, Reason> {
     storage
         .seal()
         .map_err(|e| Reason::Internal(anyhow::anyhow!("record set: {e}")))?;
-    Ok(RecordSet { storage, records })
+    Ok((storage, records))
 }

@@ -14,8 +14,9 @@
 //! connection's task), so a session is taken out while its message is reconciled and
 //! put back after: the lock is never held across the work.
 
+use crate::set_cache::SharedSet;
 use crate::shares::Charge;
-use negentropy::{Negentropy, NegentropyStorageVector};
+use negentropy::Negentropy;
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -24,7 +25,7 @@ use std::time::{Duration, Instant};
 pub const RECORD_BYTES: usize = 40;
 
 /// The negentropy state of one open session.
-pub(crate) type Engine = Negentropy<'static, NegentropyStorageVector>;
+pub(crate) type Engine = Negentropy<'static, SharedSet>;
 
 /// One open reconciliation.
 pub(crate) struct Session {
@@ -311,6 +312,7 @@ const MARKER_TTL: Duration = Duration::from_secs(600);
 mod tests {
     use super::*;
     use crate::shares::{Bounds, Reader, Shares};
+    use negentropy::NegentropyStorageVector;
     use std::sync::Arc;
 
     fn engine(records: u64) -> Engine {
@@ -323,7 +325,7 @@ mod tests {
                 .expect("insert");
         }
         storage.seal().expect("seal");
-        Negentropy::owned(storage, 0).expect("engine")
+        Negentropy::owned(SharedSet(Arc::new(storage)), 0).expect("engine")
     }
 
     fn lifetimes(idle: u64, whole: u64) -> Lifetimes {

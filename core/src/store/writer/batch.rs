@@ -15,11 +15,13 @@ use diesel::{Connection, PgConnection};
 /// Run `jobs` in one transaction and answer after the commit. Optimistically the jobs
 /// run back to back; if one fails, that transaction is rolled back and the batch runs
 /// again with each job in its own savepoint, so a failing job rolls back alone.
+/// `after_commit` runs once the transaction committed, before any job is answered.
 /// Returns whether a transaction committed.
 pub(super) fn commit_batch<C: Connection>(
     conn: &mut C,
     wrap: impl Fn(&mut C) -> Conn<'_>,
     optimistic: impl Fn(&mut C, &[Request], &mut Vec<Result<AnyBox, Reason>>) -> Result<(), Reason>,
+    after_commit: impl FnOnce(&mut Conn<'_>),
     jobs: Vec<Request>,
 ) -> bool {
     let mut results: Vec<Result<AnyBox, Reason>> = Vec::with_capacity(jobs.len());
@@ -51,6 +53,7 @@ pub(super) fn commit_batch<C: Connection>(
     };
     match committed {
         Ok(()) => {
+            after_commit(&mut wrap(conn));
             for (request, result) in jobs.into_iter().zip(results) {
                 let _ = request.reply.send(result);
             }

@@ -28,6 +28,7 @@ mod groups;
 mod jobs;
 mod metrics;
 
+use super::change_mark::ChangeCounter;
 use super::checkpoint::Checkpointer;
 use super::conn::{Backend, Conn};
 use super::events::InsertOutcome;
@@ -60,7 +61,8 @@ pub(crate) struct Writer {
 }
 
 impl Writer {
-    pub(crate) fn start(pool: Pool) -> Result<Writer, StoreError> {
+    /// `changes` is moved after every commit, before its answers leave.
+    pub(crate) fn start(pool: Pool, changes: Arc<ChangeCounter>) -> Result<Writer, StoreError> {
         let spawn_error = |what: &str, e: std::io::Error| {
             StoreError::Connect(format!("spawning the {what} thread: {e}"))
         };
@@ -77,7 +79,7 @@ impl Writer {
             .spawn({
                 let checkpointer = checkpointer.clone();
                 let metrics = metrics.clone();
-                move || serve(pool, rx, checkpointer.as_deref(), &metrics)
+                move || serve(pool, rx, checkpointer.as_deref(), &metrics, &changes)
             })
             .map_err(|e| {
                 if let Some(checkpointer) = &checkpointer {
@@ -217,6 +219,7 @@ fn serve(
     mut rx: mpsc::Receiver<Request>,
     checkpointer: Option<&Checkpointer>,
     metrics: &WriterMetrics,
+    changes: &ChangeCounter,
 ) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
     // The writer keeps its connection between batches (warm statement cache); after a
@@ -245,14 +248,19 @@ fn serve(
         }
         let jobs = std::mem::take(&mut batch);
         let (size, started) = (jobs.len(), std::time::Instant::now());
+        // Any job may have changed events (`change_mark.rs`).
+        let after_commit = |conn: &mut Conn<'_>| changes.committed(conn);
         let committed = match held.as_mut() {
             Some(OwnedConn::Sqlite(c)) => commit_batch(
                 &mut **c,
                 |c| Conn::Sqlite(c),
                 |c, jobs, results| run_in_turn(&mut Conn::Sqlite(c), jobs, results),
+                after_commit,
                 jobs,
             ),
-            Some(OwnedConn::Pg(c)) => commit_batch(&mut **c, |c| Conn::Pg(c), run_grouped, jobs),
+            Some(OwnedConn::Pg(c)) => {
+                commit_batch(&mut **c, |c| Conn::Pg(c), run_grouped, after_commit, jobs)
+            }
             None => false,
         };
         // For operators sizing a deployment: how full batches are and what one costs.

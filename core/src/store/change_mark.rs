@@ -1,0 +1,99 @@
+//! How long a set read from `events` stays true: a mark that moves whenever a committed
+//! write could have changed any event's rows, and the next moment a stored event expires.
+//! A reader that keeps a read between requests (the NIP-77 record sets of the `sync`
+//! plugin) reuses it only while both say nothing changed.
+//!
+//! Every write goes through the one writer, so the writer moves the mark after each
+//! commit — whatever the batch held: telling which jobs touch `events` would be one more
+//! rule to keep true — after the commit and before any of the batch's answers leave: a
+//! client that got `OK true` and reads next never finds the mark from before its write.
+//! A read leaves out what expired at its moment, and [`next_expiry`] tells when that
+//! changes.
+//!
+//! Why a read is never stale: the reader takes the mark *before* its snapshot. A write
+//! committed after the snapshot moves the mark after its commit, so after the mark was
+//! read; a write committed before the snapshot is in the read, whatever the mark says.
+//!
+//! SQLite has one writing process, this one: the mark is a counter in memory. On
+//! PostgreSQL other processes write too, so each moves a shared sequence
+//! (`event_changes`) as well, and the mark is both numbers.
+
+use crate::error::Reason;
+use crate::store::schema::events;
+use crate::store::Conn;
+use crate::with_conn;
+use diesel::dsl::min;
+use diesel::prelude::*;
+use diesel::sql_types::BigInt;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Where the writes stood when a read began: equal marks, no event changed between.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChangeMark {
+    /// This process's commits.
+    local: u64,
+    /// Every process's commits (PostgreSQL's `event_changes`); `None` on SQLite.
+    shared: Option<i64>,
+}
+
+/// The process's counter of commits that changed events.
+#[derive(Debug, Default)]
+pub(crate) struct ChangeCounter(AtomicU64);
+
+impl ChangeCounter {
+    /// A batch committed (called by the writer, before answering it).
+    pub(crate) fn committed(&self, conn: &mut Conn<'_>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        if let Conn::Pg(c) = conn {
+            // A failure here leaves other processes' marks where they were until the
+            // next commit moves the sequence; their reuse is bounded in time by the
+            // reader (`sync`'s set cache keeps a set a few seconds at most).
+            if let Err(err) = diesel::sql_query("SELECT nextval('event_changes')").execute(&mut **c)
+            {
+                tracing::warn!(error = %err, "moving the shared change mark failed");
+            }
+        }
+    }
+
+    /// The mark on SQLite, where this process is the only writer.
+    pub(crate) fn local_mark(&self) -> ChangeMark {
+        ChangeMark {
+            local: self.0.load(Ordering::SeqCst),
+            shared: None,
+        }
+    }
+
+    /// The mark as of now, read before the snapshot it is to vouch for.
+    pub(crate) fn mark(&self, conn: &mut Conn<'_>) -> Result<ChangeMark, Reason> {
+        let local = self.0.load(Ordering::SeqCst);
+        let shared = match conn {
+            Conn::Sqlite(_) => None,
+            Conn::Pg(c) => Some(
+                // Before its first `nextval` a sequence shows `last_value` 1 as it does
+                // after it; `is_called` tells the two apart.
+                diesel::sql_query(
+                    "SELECT CASE WHEN is_called THEN last_value ELSE 0 END AS value \
+                     FROM event_changes",
+                )
+                .get_result::<SequenceValue>(&mut **c)?
+                .value,
+            ),
+        };
+        Ok(ChangeMark { local, shared })
+    }
+}
+
+#[derive(QueryableByName)]
+struct SequenceValue {
+    #[diesel(sql_type = BigInt)]
+    value: i64,
+}
+
+/// The earliest `expires_at` after `now` of any stored event (every community's): until
+/// then no read made at `now` loses an event to NIP-40. `None`: nothing will expire.
+pub fn next_expiry(conn: &mut Conn<'_>, now: i64) -> Result<Option<i64>, Reason> {
+    Ok(with_conn!(conn, |c| events::table
+        .filter(events::expires_at.gt(now))
+        .select(min(events::expires_at))
+        .first::<Option<i64>>(c))?)
+}

@@ -1,0 +1,1 @@
+DROP SEQUENCE event_changes;

@@ -1,0 +1,198 @@
+//! Record sets kept between opens. NIP-77 makes the relay fingerprint a filter's whole
+//! set, so an open of a large set costs its size in reads however little differs; clients
+//! that poll a quiet community open the same set again and again. The last sets read are
+//! kept, sealed, and an open of the same filter by a reader of the same scope reuses one
+//! while it is still true:
+//!
+//! - no write has committed since it was read: the store's change mark is equal
+//!   (`buzz_core::store::ChangeMark`, taken before the set's snapshot);
+//! - no stored event has expired since: it is used only before the earliest expiry the
+//!   read saw ahead (`store::next_expiry`);
+//! - it is at most [`MAX_AGE`] old, which bounds what a lost move of PostgreSQL's
+//!   shared mark could cost.
+//!
+//! A scope is the community, whether it reads community-wide rows, and which channels:
+//! two readers of one scope may read exactly the same rows, so they share the set (and
+//! its memory: sessions hold it through an `Arc`). The kept sets hold at most
+//! `max_sync_records` records together (the least recently used goes first); sessions
+//! are charged their records as before, whether their set is shared or not.
+
+use buzz_core::store::{ChangeMark, ChannelScope, Scope};
+use buzz_nostr::filter::Filter;
+use negentropy::{Bound, Error, Item, NegentropyStorageBase, NegentropyStorageVector};
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The longest a kept set is reused.
+pub(crate) const MAX_AGE: Duration = Duration::from_secs(30);
+
+/// A sealed record set that sessions and the cache hold together.
+#[derive(Clone)]
+pub(crate) struct SharedSet(pub(crate) Arc<NegentropyStorageVector>);
+
+impl NegentropyStorageBase for SharedSet {
+    fn size(&self) -> Result<usize, Error> {
+        self.0.size()
+    }
+
+    fn get_item(&self, i: usize) -> Result<Option<Item>, Error> {
+        self.0.get_item(i)
+    }
+
+    fn iterate(
+        &self,
+        begin: usize,
+        end: usize,
+        cb: &mut dyn FnMut(Item, usize) -> Result<bool, Error>,
+    ) -> Result<(), Error> {
+        self.0.iterate(begin, end, cb)
+    }
+
+    fn find_lower_bound(&self, first: usize, last: usize, value: &Bound) -> usize {
+        self.0.find_lower_bound(first, last, value)
+    }
+}
+
+/// Which set: the reader's scope and the filter (its `limit` included).
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct SetKey {
+    community_id: i64,
+    community_wide: bool,
+    channels: ChannelScope,
+    /// The parsed filter's debug text: equal for equal filters (tags are ordered).
+    filter: String,
+}
+
+impl SetKey {
+    pub(crate) fn of(scope: &Scope, filter: &Filter) -> SetKey {
+        SetKey {
+            community_id: scope.community_id,
+            community_wide: scope.community_wide,
+            channels: scope.channels.clone(),
+            filter: format!("{filter:?}"),
+        }
+    }
+}
+
+impl Hash for SetKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.community_id.hash(state);
+        self.community_wide.hash(state);
+        self.filter.hash(state);
+        // The channels by kind and count: equality compares them whole.
+        match &self.channels {
+            ChannelScope::All => 0usize.hash(state),
+            ChannelScope::None => 1usize.hash(state),
+            ChannelScope::Only(set) => (2 + set.len()).hash(state),
+        }
+    }
+}
+
+/// A set as read, and what vouches for it.
+pub(crate) struct Kept {
+    pub(crate) set: SharedSet,
+    pub(crate) records: usize,
+    pub(crate) mark: ChangeMark,
+    /// Unix seconds: the earliest expiry ahead when it was read (`None`: none).
+    pub(crate) valid_until: Option<i64>,
+}
+
+struct Entry {
+    kept: Arc<Kept>,
+    read_at: Instant,
+    used_at: Instant,
+}
+
+pub(crate) struct SetCache {
+    entries: Mutex<HashMap<SetKey, Entry>>,
+    max_records: usize,
+}
+
+impl SetCache {
+    /// Keeps at most `max_records` records over all its sets.
+    pub(crate) fn new(max_records: usize) -> SetCache {
+        SetCache {
+            entries: Mutex::new(HashMap::new()),
+            max_records,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<SetKey, Entry>> {
+        self.entries
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The kept set for `key` if it is still the set under `mark` at `now_secs`.
+    pub(crate) fn get(
+        &self,
+        key: &SetKey,
+        mark: ChangeMark,
+        now_secs: i64,
+        now: Instant,
+    ) -> Option<Arc<Kept>> {
+        let mut entries = self.lock();
+        let entry = entries.get_mut(key)?;
+        let fresh = entry.kept.mark == mark
+            && entry.kept.valid_until.is_none_or(|t| now_secs < t)
+            && now.saturating_duration_since(entry.read_at) < MAX_AGE;
+        if !fresh {
+            let stale = entries.remove(key);
+            drop(entries);
+            drop(stale);
+            return None;
+        }
+        entry.used_at = now;
+        Some(entry.kept.clone())
+    }
+
+    /// Keep `kept` as read at `now`, dropping the least recently used sets to make room.
+    /// A set larger than the whole cache is not kept.
+    pub(crate) fn put(&self, key: SetKey, kept: Arc<Kept>, now: Instant) {
+        if kept.records > self.max_records {
+            return;
+        }
+        let mut dropped = Vec::new();
+        {
+            let mut entries = self.lock();
+            if let Some(old) = entries.remove(&key) {
+                dropped.push(old);
+            }
+            let mut held: usize = entries.values().map(|e| e.kept.records).sum();
+            while held + kept.records > self.max_records {
+                let Some(oldest) = entries
+                    .iter()
+                    .min_by_key(|(_, e)| e.used_at)
+                    .map(|(k, _)| k.clone())
+                else {
+                    break;
+                };
+                if let Some(old) = entries.remove(&oldest) {
+                    held -= old.kept.records;
+                    dropped.push(old);
+                }
+            }
+            entries.insert(
+                key,
+                Entry {
+                    kept,
+                    read_at: now,
+                    used_at: now,
+                },
+            );
+        }
+        // Freed outside the lock: a large set takes a moment to free.
+        drop(dropped);
+    }
+
+    /// Sets kept and the records they hold (for tests and status).
+    pub(crate) fn totals(&self) -> (usize, usize) {
+        let entries = self.lock();
+        (
+            entries.len(),
+            entries.values().map(|e| e.kept.records).sum(),
+        )
+    }
+}
