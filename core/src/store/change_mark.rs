@@ -36,7 +36,18 @@ pub struct ChangeMark {
     shared: Option<i64>,
 }
 
-/// The process's counter of commits that changed events.
+impl ChangeMark {
+    /// A mark of `local` commits on SQLite, for tests of what keeps a read.
+    #[doc(hidden)]
+    pub fn for_tests(local: u64) -> ChangeMark {
+        ChangeMark {
+            local,
+            shared: None,
+        }
+    }
+}
+
+/// The process's counter of commits (any of which may have changed events).
 #[derive(Debug, Default)]
 pub(crate) struct ChangeCounter(AtomicU64);
 

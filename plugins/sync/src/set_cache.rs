@@ -196,3 +196,82 @@ impl SetCache {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use buzz_core::store::ChannelSet;
+
+    fn scope(channels: ChannelScope) -> Scope {
+        Scope {
+            community_id: 1,
+            community_wide: true,
+            channels,
+            expiry: HashMap::new(),
+        }
+    }
+
+    fn kept(records: usize, mark: ChangeMark, valid_until: Option<i64>) -> Arc<Kept> {
+        Arc::new(Kept {
+            set: SharedSet(Arc::new(NegentropyStorageVector::new())),
+            records,
+            mark,
+            valid_until,
+        })
+    }
+
+    fn key(filter: &str) -> SetKey {
+        let filter = Filter::parse(&serde_json::from_str(filter).expect("json")).expect("filter");
+        SetKey::of(&scope(ChannelScope::None), &filter)
+    }
+
+    #[test]
+    fn a_set_is_reused_only_under_its_mark_before_its_expiry_and_age() {
+        let cache = SetCache::new(100);
+        let (mark, later) = (ChangeMark::for_tests(1), ChangeMark::for_tests(2));
+        let t0 = Instant::now();
+        cache.put(key("{}"), kept(10, mark, Some(1_000)), t0);
+        assert!(cache.get(&key("{}"), mark, 999, t0).is_some());
+        assert!(cache.get(&key("{\"kinds\":[1]}"), mark, 999, t0).is_none());
+        assert!(cache.get(&key("{}"), later, 999, t0).is_none(), "another mark");
+        assert_eq!(cache.totals(), (0, 0), "a stale set is dropped");
+
+        cache.put(key("{}"), kept(10, mark, Some(1_000)), t0);
+        assert!(cache.get(&key("{}"), mark, 1_000, t0).is_none(), "at its expiry");
+        cache.put(key("{}"), kept(10, mark, None), t0);
+        assert!(cache.get(&key("{}"), mark, i64::MAX, t0 + MAX_AGE).is_none(), "too old");
+    }
+
+    #[test]
+    fn scopes_of_other_channels_do_not_share_a_set() {
+        let cache = SetCache::new(100);
+        let mark = ChangeMark::for_tests(1);
+        let now = Instant::now();
+        let filter = Filter::default();
+        let one: ChannelSet = ["a".to_owned()].into_iter().collect();
+        let other: ChannelSet = ["b".to_owned()].into_iter().collect();
+        let of = |set: &ChannelSet| SetKey::of(&scope(ChannelScope::Only(set.clone())), &filter);
+        cache.put(of(&one), kept(1, mark, None), now);
+        assert!(cache.get(&of(&one), mark, 0, now).is_some());
+        assert!(cache.get(&of(&other), mark, 0, now).is_none());
+    }
+
+    #[test]
+    fn the_kept_records_stay_within_the_bound_least_recently_used_first() {
+        let cache = SetCache::new(100);
+        let mark = ChangeMark::for_tests(1);
+        let t = Instant::now();
+        let at = |ms| t + Duration::from_millis(ms);
+        cache.put(key("{\"kinds\":[1]}"), kept(40, mark, None), at(0));
+        cache.put(key("{\"kinds\":[2]}"), kept(40, mark, None), at(1));
+        // Kind 1 used since: kind 2 is the least recently used.
+        assert!(cache.get(&key("{\"kinds\":[1]}"), mark, 0, at(2)).is_some());
+        cache.put(key("{\"kinds\":[3]}"), kept(40, mark, None), at(3));
+        assert_eq!(cache.totals(), (2, 80));
+        assert!(cache.get(&key("{\"kinds\":[2]}"), mark, 0, at(4)).is_none());
+        assert!(cache.get(&key("{\"kinds\":[1]}"), mark, 0, at(4)).is_some());
+        // Larger than the whole bound: not kept, nothing dropped for it.
+        cache.put(key("{\"kinds\":[4]}"), kept(101, mark, None), at(5));
+        assert_eq!(cache.totals(), (2, 80));
+    }
+}
