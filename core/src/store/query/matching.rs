@@ -9,7 +9,7 @@ use super::filter_sql::{
     conditions, narrowed, narrowed_fields, readable_for, scoped, Readable, INLINE_CHANNELS,
 };
 use super::scope::{ChannelScope, Scope};
-use super::tag_walk::{tag_walked, walk_rest, TagWalk};
+use super::tag_walk::{tag_walked, walk_rest, Lateral, TagWalk, Where};
 use crate::error::Reason;
 use crate::store::conn::Conn;
 use crate::store::one_of::one_of;
@@ -55,7 +55,23 @@ pub fn query_keys(
         return Ok(Vec::new());
     };
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    let walk = TagWalk::of(filter, conn.backend());
+    let walk = TagWalk::of(filter);
+    if let (Some(walk), Conn::Pg(c)) = (&walk, &mut *conn) {
+        let columns = (
+            events::seq,
+            event_tags::created_at,
+            events::id,
+            length(events::content) + length(events::tags),
+        );
+        let Some(q) = lateral(walk, scope, &readable, now, columns, limit) else {
+            return Ok(Vec::new());
+        };
+        let rows: Vec<(i64, i64, String, i32)> = q.load(*c)?;
+        return Ok(rows
+            .into_iter()
+            .map(|(seq, created_at, id, size)| key_of(seq, created_at, id, size))
+            .collect());
+    }
     let rows: Vec<(i64, i64, String, i32)> = with_conn!(conn, |c| {
         if let Some(walk) = &walk {
             let q = events::table
@@ -97,6 +113,28 @@ pub fn query_keys(
         .into_iter()
         .map(|(seq, created_at, id, size)| key_of(seq, created_at, id, size))
         .collect())
+}
+
+/// PostgreSQL's statement for `walk` ([`Lateral`]): the same tag rows, scope and rest of
+/// the filter as the SQLite join's, written by the same macros. `None` when the scope
+/// lets nothing match.
+fn lateral<S>(
+    walk: &TagWalk,
+    scope: &Scope,
+    readable: &Option<Readable>,
+    now: i64,
+    columns: S,
+    limit: i64,
+) -> Option<Lateral<S>> {
+    let tags = tag_walked!(Where::<event_tags::table>::new(), walk, scope.community_id);
+    let rows = scoped!(Where::<events::table>::new(), scope, readable, None, now)?;
+    let rows = walk_rest!(rows, walk);
+    Some(Lateral {
+        columns,
+        tags,
+        rows,
+        limit,
+    })
 }
 
 fn key_of(seq: i64, created_at: i64, id: String, size: i32) -> (EventKey, String) {
@@ -196,7 +234,14 @@ pub fn query_stamps(
         return Ok(Vec::new());
     };
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-    let walk = TagWalk::of(filter, conn.backend());
+    let walk = TagWalk::of(filter);
+    if let (Some(walk), Conn::Pg(c)) = (&walk, &mut *conn) {
+        let columns = (event_tags::created_at, events::id);
+        let Some(q) = lateral(walk, scope, &readable, now, columns, limit) else {
+            return Ok(Vec::new());
+        };
+        return Ok(q.load(*c)?);
+    }
     let rows: Vec<(i64, String)> = with_conn!(conn, |c| {
         if let Some(walk) = &walk {
             let q = events::table

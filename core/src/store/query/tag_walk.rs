@@ -30,14 +30,15 @@
 //! `seq IN (SELECT event_seq FROM event_tags …)`, as before.
 
 use crate::store::one_of::{one_of, OneOf};
-use crate::store::schema::event_tags;
-use crate::store::Backend as StoreBackend;
+use crate::store::schema::{event_tags, events};
 use buzz_nostr::filter::Filter;
 use diesel::backend::Backend;
 use diesel::expression::{is_aggregate, AppearsOnTable, Expression, ValidGrouping};
-use diesel::query_builder::{AstPass, QueryFragment, QueryId};
-use diesel::sql_types::{Bool, HasSqlType, Text};
-use diesel::QueryResult;
+use diesel::pg::Pg;
+use diesel::query_builder::{AstPass, Query, QueryFragment, QueryId};
+use diesel::sql_types::BoolOrNullableBool;
+use diesel::sql_types::{BigInt, Bool, HasSqlType, Text};
+use diesel::{QueryResult, RunQueryDsl};
 
 /// The tag a filter's read walks, and the rest of the filter, checked on each event.
 pub(super) struct TagWalk {
@@ -48,12 +49,9 @@ pub(super) struct TagWalk {
 }
 
 impl TagWalk {
-    /// The walk for `filter` on `backend`: its first tag other than `h`, when it names no
-    /// channel and no ids, on SQLite (see the module doc for PostgreSQL).
-    pub(super) fn of(filter: &Filter, backend: StoreBackend) -> Option<TagWalk> {
-        if !matches!(backend, StoreBackend::Sqlite) {
-            return None;
-        }
+    /// The walk for `filter`: its first tag other than `h`, when it names no channel and
+    /// no ids. Both backends walk; only the statement differs ([`Lateral`] on PostgreSQL).
+    pub(super) fn of(filter: &Filter) -> Option<TagWalk> {
         if filter.ids.is_some() || filter.channels().is_some() {
             return None;
         }
@@ -100,6 +98,109 @@ macro_rules! walk_rest {
     }};
 }
 pub(super) use {tag_walked, walk_rest};
+
+/// Conditions gathered with the same `.filter(…)` calls a boxed query takes, so
+/// `scoped!`, `tag_walked!` and `walk_rest!` write a [`Lateral`] statement's conditions
+/// exactly as they write the SQLite join's.
+pub(super) struct Where<QS> {
+    all: Vec<Box<dyn QueryFragment<Pg>>>,
+    /// Conditions are checked to be on `QS`'s columns when they are added.
+    table: std::marker::PhantomData<QS>,
+}
+
+impl<QS> Where<QS> {
+    pub(super) fn new() -> Where<QS> {
+        Where {
+            all: Vec::new(),
+            table: std::marker::PhantomData,
+        }
+    }
+
+    pub(super) fn filter<E>(mut self, condition: E) -> Where<QS>
+    where
+        E: Expression + AppearsOnTable<QS> + QueryFragment<Pg> + 'static,
+        E::SqlType: BoolOrNullableBool,
+    {
+        self.all.push(Box::new(condition));
+        self
+    }
+
+    fn walk_ast<'b>(&'b self, out: &mut AstPass<'_, 'b, Pg>, first: &mut bool) -> QueryResult<()> {
+        for condition in &self.all {
+            out.push_sql(if *first { " WHERE (" } else { " AND (" });
+            *first = false;
+            condition.walk_ast(out.reborrow())?;
+            out.push_sql(")");
+        }
+        Ok(())
+    }
+}
+
+/// The walk on PostgreSQL, a statement whose join order no statistics can turn around
+/// (see the module doc):
+///
+/// ```sql
+/// SELECT walked.* FROM (
+///   SELECT <columns> FROM event_tags
+///   CROSS JOIN LATERAL (SELECT * FROM events WHERE events.seq = event_tags.event_seq
+///                       OFFSET 0) AS events
+///   WHERE <tag rows> AND <scope and rest of the filter on events>
+///   ORDER BY event_tags.created_at DESC FETCH FIRST $n ROWS WITH TIES) AS walked
+/// ORDER BY walked.created_at DESC, walked.id LIMIT $n
+/// ```
+///
+/// `<columns>` must name `created_at` and `id` (the outer order reads them by name).
+pub(super) struct Lateral<S> {
+    pub(super) columns: S,
+    pub(super) tags: Where<event_tags::table>,
+    pub(super) rows: Where<events::table>,
+    pub(super) limit: i64,
+}
+
+impl<S> QueryFragment<Pg> for Lateral<S>
+where
+    S: QueryFragment<Pg>,
+{
+    fn walk_ast<'b>(&'b self, mut out: AstPass<'_, 'b, Pg>) -> QueryResult<()> {
+        out.push_sql("SELECT walked.* FROM (SELECT ");
+        self.columns.walk_ast(out.reborrow())?;
+        // The events row is a subquery of the tag row (LATERAL) fenced by `OFFSET 0`, so it
+        // can only be read once per tag row, after it, and only by its primary key: the
+        // planner may neither flatten it into a join it could reorder nor push the scope
+        // into it (which would offer `events_wide` or `events_by_time` for the probe).
+        out.push_sql(
+            " FROM \"event_tags\" CROSS JOIN LATERAL (SELECT * FROM \"events\" \
+             WHERE \"events\".\"seq\" = \"event_tags\".\"event_seq\" OFFSET 0) AS \"events\"",
+        );
+        let mut first = true;
+        self.tags.walk_ast(&mut out, &mut first)?;
+        self.rows.walk_ast(&mut out, &mut first)?;
+        // Ordered by the tag row's time alone, the order `event_tags_lookup` yields for
+        // one value, so no sort stands between the walk and the limit however few rows the
+        // planner expects (with `, id` it sorted all of a value's rows whenever it
+        // expected one). `WITH TIES` keeps every row of the last second, so the outer
+        // sort by `id` picks the same rows as `ORDER BY created_at DESC, id LIMIT n`.
+        out.push_sql(" ORDER BY \"event_tags\".\"created_at\" DESC FETCH FIRST ");
+        out.push_bind_param::<BigInt, i64>(&self.limit)?;
+        out.push_sql(
+            " ROWS WITH TIES) AS walked ORDER BY walked.created_at DESC, walked.id ASC LIMIT ",
+        );
+        out.push_bind_param::<BigInt, i64>(&self.limit)?;
+        Ok(())
+    }
+}
+
+/// No static id: the connection caches the statement by its text, as any boxed query.
+impl<S> QueryId for Lateral<S> {
+    type QueryId = ();
+    const HAS_STATIC_QUERY_ID: bool = false;
+}
+
+impl<S: Expression> Query for Lateral<S> {
+    type SqlType = S::SqlType;
+}
+
+impl<S, C> RunQueryDsl<C> for Lateral<S> {}
 
 /// No tag of the same event before this one (a lower position) has the walked name and
 /// one of its values: `NOT EXISTS (SELECT 1 FROM event_tags AS earlier WHERE …)`.
@@ -178,7 +279,6 @@ impl<DB: Backend> QueryFragment<DB> for EarlierValue {
 #[cfg(test)]
 mod tests {
     use super::TagWalk;
-    use crate::store::Backend;
     use buzz_nostr::filter::Filter;
     use serde_json::json;
 
@@ -189,8 +289,7 @@ mod tests {
     #[test]
     fn a_tag_filter_walks_its_first_tag_and_checks_the_rest() {
         let f = filter(json!({"#t": ["x"], "#p": ["ab"], "kinds": [1]}));
-        assert!(TagWalk::of(&f, Backend::Postgres).is_none());
-        let walk = TagWalk::of(&f, Backend::Sqlite).expect("walked");
+        let walk = TagWalk::of(&f).expect("walked");
         // Tags are kept in name order: `p` before `t`.
         assert_eq!(walk.name, "p");
         assert_eq!(walk.values, vec!["ab".to_owned()]);
@@ -200,7 +299,7 @@ mod tests {
 
     #[test]
     fn channels_ids_and_tagless_filters_are_not_walked_by_tag() {
-        let walk = |f| TagWalk::of(&filter(f), Backend::Sqlite);
+        let walk = |f| TagWalk::of(&filter(f));
         assert!(walk(json!({"#h": ["c"], "#t": ["x"]})).is_none());
         assert!(walk(json!({"ids": ["00".repeat(32)], "#t": ["x"]})).is_none());
         assert!(walk(json!({"kinds": [1]})).is_none());
