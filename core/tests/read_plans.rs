@@ -196,8 +196,16 @@ fn channel(n: i64) -> String {
     format!("00000000-0000-4000-8000-{n:012x}")
 }
 
-/// The rows, written as one statement each (the plans do not depend on signatures).
-fn seed_sql(backend: TestBackend, community: i64) -> String {
+/// The rows, written as one statement each (the plans do not depend on signatures):
+/// `n_messages` channel messages and `n_wide` community-wide rows, PostgreSQL's analysed
+/// after when `analyse`.
+fn seed_sql(
+    backend: TestBackend,
+    community: i64,
+    n_messages: i64,
+    n_wide: i64,
+    analyse: bool,
+) -> String {
     let at = base_time();
     let (series, hex, text) = match backend {
         TestBackend::Sqlite => (
@@ -223,16 +231,16 @@ fn seed_sql(backend: TestBackend, community: i64) -> String {
         id = hex("i"),
         author = hex(&format!("1000000 + i % {AUTHORS}")),
         channel = text(&format!("i % {CHANNELS}")),
-        series = series(MESSAGES - 1),
+        series = series(n_messages - 1),
     );
     let wide = format!(
         "INSERT INTO events (community_id, id, pubkey, created_at, kind, tags, content, sig, \
          received_at, channel_id) \
          SELECT {community}, {id}, {author}, {at} - 1000 + i, i % 2, '[]', 'n', 's', i, NULL \
          FROM ({series}) AS s;",
-        id = hex(&format!("{MESSAGES} + i")),
+        id = hex(&format!("{n_messages} + i")),
         author = hex(&format!("1000000 + i % {AUTHORS}")),
-        series = series(WIDE - 1),
+        series = series(n_wide - 1),
     );
     let tags =
         "INSERT INTO event_tags (event_seq, position, community_id, name, value, created_at) \
@@ -242,8 +250,8 @@ fn seed_sql(backend: TestBackend, community: i64) -> String {
          SELECT seq, 0, community_id, 't', 'topic' || (seq % 5), created_at FROM events \
          WHERE kind = 1;";
     match backend {
-        TestBackend::Sqlite => format!("{messages}{wide}{tags}"),
-        TestBackend::Postgres => format!("{messages}{wide}{tags} ANALYZE;"),
+        TestBackend::Postgres if analyse => format!("{messages}{wide}{tags} ANALYZE;"),
+        _ => format!("{messages}{wide}{tags}"),
     }
 }
 
@@ -418,50 +426,163 @@ async fn statistics_taken(relay: &TestRelay) {
 /// so a sort means every match was read first — on PostgreSQL before 17, what an
 /// `= ANY` on an index's second column, or a second channel condition, did to a read of
 /// one channel (issue 39: 120-170 ms at 300k events for 20 rows).
-fn in_answer_order(shape: &Shape, backend: TestBackend) -> bool {
+fn in_answer_order(shape: &Shape) -> bool {
     if matches!(shape.verb, Verb::Count) {
         return false;
     }
     let Some(fields) = shape.filter.as_object() else {
         return false;
     };
-    // One tag other than `#h` is walked down the tag index newest first (`tag_walk.rs`).
-    // On PostgreSQL only at scale: whether to walk a value's rows in order or fetch and
-    // sort them follows its statistics of that value, and in this seed a value holds 40
-    // rows, which it rightly sorts (`read-scale.mjs` measures the walk at a million).
-    let walked_tag = |name: &str| name.starts_with('#') && name != "#h";
+    // One tag other than `#h` is walked down the tag index newest first (`tag_walk.rs`),
+    // on both backends.
     fields.iter().all(|(name, value)| match value {
-        Value::Array(values) => {
-            values.len() == 1
-                && name != "ids"
-                && !(walked_tag(name) && matches!(backend, TestBackend::Postgres))
-        }
+        Value::Array(values) => values.len() == 1 && name != "ids",
         _ => true,
     })
+}
+
+/// Is the shape's filter read by walking a tag's index (`tag_walk.rs`)? A tag other than
+/// `#h`, and no `#h` or `ids`.
+fn walks_a_tag(shape: &Shape) -> bool {
+    let Some(fields) = shape.filter.as_object() else {
+        return false;
+    };
+    fields
+        .keys()
+        .any(|name| name.starts_with('#') && name != "#h")
+        && !fields.contains_key("#h")
+        && !fields.contains_key("ids")
+}
+
+/// PostgreSQL: is the plan the tag walk, whatever the statistics? The first table read
+/// (the outermost side of every join, printed first) is `event_tags_lookup`, and
+/// `events` is only ever reached by its primary key from a tag row — never a scan of
+/// the community's rows joined to the tags, the plan that turned quadratic with stale
+/// statistics (each tag row, or each event, against a whole index).
+fn walks_the_tag_index(plan: &str) -> bool {
+    let scans: Vec<&str> = plan
+        .lines()
+        .map(|line| line.trim_start().trim_start_matches("->").trim_start())
+        .filter(|node| node.contains("Scan") && !node.starts_with("Subquery Scan"))
+        .collect();
+    let first_is_the_tag_index = scans
+        .first()
+        .is_some_and(|node| node.contains("using event_tags_lookup on event_tags "));
+    let events_by_key = scans
+        .iter()
+        .filter(|node| node.contains(" on events ") || node.contains(" on events  ("))
+        .all(|node| node.contains("using events_pkey"));
+    first_is_the_tag_index && events_by_key && !plan.contains("Hash")
 }
 
 /// Does the plan read every match before answering? A sort of the whole result (SQLite
 /// `USE TEMP B-TREE FOR ORDER BY`, a PostgreSQL `Sort` node). Sorting only the ties of
 /// an index walked in `created_at` order by `id` (SQLite `FOR RIGHT PART OF ORDER BY`,
 /// PostgreSQL `Incremental Sort`) still stops at the limit.
+///
+/// PostgreSQL's tag walk sorts the rows it stopped at (at most the limit and that
+/// second's ties) by `id` above the walk's own `Limit`: a sort with a `Limit` below it is
+/// bounded, not a read of every match.
 fn sorts(plan: &str) -> bool {
+    let lines: Vec<&str> = plan.lines().collect();
+    let depth = |line: &str| line.len() - line.trim_start().len();
+    let node = |line: &str| {
+        line.trim_start()
+            .trim_start_matches("->")
+            .trim_start()
+            .to_owned()
+    };
     plan.contains("TEMP B-TREE FOR ORDER BY")
-        || plan.lines().any(|line| {
-            let node = line.trim_start().trim_start_matches("->").trim_start();
-            node.starts_with("Sort  (")
+        || lines.iter().enumerate().any(|(i, line)| {
+            if !node(line).starts_with("Sort  (") {
+                return false;
+            }
+            let below = lines[i + 1..]
+                .iter()
+                .take_while(|next| depth(next) > depth(line));
+            !below
+                .map(|next| node(next))
+                .any(|n| n.starts_with("Limit  ("))
         })
+}
+
+/// Statements are recorded process-wide, so this file's tests take turns.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+static RECORDING: std::sync::Once = std::sync::Once::new();
+
+/// The plans of `shapes` on `relay` that miss their index, walk the time index, scan a
+/// table, read every match before answering or (a walked tag on PostgreSQL) leave the
+/// tag walk, each written out with its statement and plan.
+async fn wrong_plans(
+    relay: &TestRelay,
+    community: i64,
+    backend: TestBackend,
+    shapes: Vec<Shape>,
+) -> Vec<String> {
+    let mut wrong = Vec::new();
+    for shape in shapes {
+        start_recording();
+        run(relay, community, &shape)
+            .await
+            .unwrap_or_else(|e| panic!("{backend:?} {:?}: {e}", shape.filter));
+        let recorded = stop_recording();
+        let statements: Vec<String> = recorded
+            .with_binds()
+            .iter()
+            .filter(|sql| {
+                // `FROM (events INNER JOIN event_tags …)` for a walked tag on SQLite,
+                // `… LATERAL (SELECT * FROM "events" …` on PostgreSQL.
+                [
+                    "FROM `events`",
+                    "FROM \"events\"",
+                    "FROM (`events`",
+                    "FROM (\"events\"",
+                ]
+                .iter()
+                .any(|from| sql.contains(from))
+            })
+            .cloned()
+            .collect();
+        assert!(!statements.is_empty(), "{backend:?}: nothing recorded");
+        for statement in statements {
+            let plan = plan(relay, statement.clone()).await;
+            let walks_time = shape.index != "events_by_time" && plan.contains("events_by_time");
+            // A whole table read, or (PostgreSQL) the `#h` check made a hash of every
+            // `h` tag of the channel before the first row.
+            let scans = plan.contains("SCAN events")
+                || plan.contains("Seq Scan on events")
+                || plan.contains("Seq Scan on event_tags")
+                || plan.contains("hashed SubPlan");
+            let sorts = in_answer_order(&shape) && sorts(&plan);
+            let off_the_walk = matches!(backend, TestBackend::Postgres)
+                && walks_a_tag(&shape)
+                && !walks_the_tag_index(&plan);
+            if !plan.contains(shape.index) || walks_time || scans || sorts || off_the_walk {
+                wrong.push(format!(
+                    "{:?} {:?} {} wants {}:\n  {statement}\n  {}",
+                    shape.reader,
+                    shape.verb,
+                    shape.filter,
+                    shape.index,
+                    plan.replace('\n', "\n  ")
+                ));
+            }
+        }
+    }
+    wrong
 }
 
 /// One test for both backends, one after the other: the recording is process-wide.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_read_shape_is_served_by_its_index() {
-    record_statements_of(READ_THREAD);
+    let _turn = SERIAL.lock().await;
+    RECORDING.call_once(|| record_statements_of(READ_THREAD));
     for backend in [TestBackend::Sqlite, TestBackend::Postgres] {
         let Some(relay) = TestRelay::start(backend, "read_plans").await else {
             continue;
         };
         let community = relay.running().services.communities[0].id;
-        let sql = seed_sql(backend, community);
+        let sql = seed_sql(backend, community, MESSAGES, WIDE, true);
         relay
             .running()
             .services
@@ -475,52 +596,7 @@ async fn every_read_shape_is_served_by_its_index() {
         if matches!(backend, TestBackend::Sqlite) {
             statistics_taken(&relay).await;
         }
-        let mut wrong = Vec::new();
-        for shape in shapes() {
-            start_recording();
-            run(&relay, community, &shape)
-                .await
-                .unwrap_or_else(|e| panic!("{backend:?} {:?}: {e}", shape.filter));
-            let recorded = stop_recording();
-            let statements: Vec<String> = recorded
-                .with_binds()
-                .iter()
-                .filter(|sql| {
-                    // `FROM (events INNER JOIN event_tags …)` for a walked tag.
-                    [
-                        "FROM `events`",
-                        "FROM \"events\"",
-                        "FROM (`events`",
-                        "FROM (\"events\"",
-                    ]
-                    .iter()
-                    .any(|from| sql.contains(from))
-                })
-                .cloned()
-                .collect();
-            assert!(!statements.is_empty(), "{backend:?}: nothing recorded");
-            for statement in statements {
-                let plan = plan(&relay, statement.clone()).await;
-                let walks_time = shape.index != "events_by_time" && plan.contains("events_by_time");
-                // A whole table read, or (PostgreSQL) the `#h` check made a hash of every
-                // `h` tag of the channel before the first row.
-                let scans = plan.contains("SCAN events")
-                    || plan.contains("Seq Scan on events")
-                    || plan.contains("Seq Scan on event_tags")
-                    || plan.contains("hashed SubPlan");
-                let sorts = in_answer_order(&shape, backend) && sorts(&plan);
-                if !plan.contains(shape.index) || walks_time || scans || sorts {
-                    wrong.push(format!(
-                        "{:?} {:?} {} wants {}:\n  {statement}\n  {}",
-                        shape.reader,
-                        shape.verb,
-                        shape.filter,
-                        shape.index,
-                        plan.replace('\n', "\n  ")
-                    ));
-                }
-            }
-        }
+        let wrong = wrong_plans(&relay, community, backend, shapes()).await;
         assert!(
             wrong.is_empty(),
             "{backend:?}: shapes off their index:\n{}",
@@ -528,4 +604,57 @@ async fn every_read_shape_is_served_by_its_index() {
         );
         relay.stop().await;
     }
+}
+
+/// PostgreSQL, the hostile case: `events` and `event_tags` never analysed (autovacuum
+/// off or not yet round), then filled with a few thousand rows the planner knows
+/// nothing about. Statistics like these turned the old tag join around — each tag row
+/// joined to a scan of the community's `events_wide` — into 8 s statement timeouts in
+/// `core/tests/live_stored_race.rs`; the walk's statement must not depend on them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_walked_tag_stays_walked_without_statistics() {
+    let _turn = SERIAL.lock().await;
+    RECORDING.call_once(|| record_statements_of(READ_THREAD));
+    let backend = TestBackend::Postgres;
+    let Some(relay) = TestRelay::start(backend, "read_plans_unanalysed").await else {
+        return;
+    };
+    let community = relay.running().services.communities[0].id;
+    let sql = format!(
+        "ALTER TABLE events SET (autovacuum_enabled = false); \
+         ALTER TABLE event_tags SET (autovacuum_enabled = false); {}",
+        seed_sql(backend, community, 3_000, 2_000, false)
+    );
+    relay
+        .running()
+        .services
+        .store
+        .write(move |conn| {
+            buzz_core::with_conn!(conn, |c| c.batch_execute(&sql))?;
+            Ok(())
+        })
+        .await
+        .expect("seed");
+    let analysed: Vec<Count> = relay
+        .running()
+        .services
+        .store
+        .read(|mut conn| {
+            Ok(buzz_core::with_conn!(&mut conn, |c| diesel::sql_query(
+                "SELECT COUNT(*) AS n FROM pg_stats WHERE tablename IN ('events', 'event_tags')"
+            )
+            .load(c))?)
+        })
+        .await
+        .expect("statistics");
+    assert_eq!(analysed.first().map(|r| r.n), Some(0), "never analysed");
+    let walked: Vec<Shape> = shapes().into_iter().filter(walks_a_tag).collect();
+    assert!(!walked.is_empty());
+    let wrong = wrong_plans(&relay, community, backend, walked).await;
+    assert!(
+        wrong.is_empty(),
+        "unanalysed: tag shapes off the walk:\n{}",
+        wrong.join("\n")
+    );
+    relay.stop().await;
 }
