@@ -163,6 +163,12 @@ fn shapes() -> Vec<Shape> {
             "events_by_channel",
         ),
         shape(MM, Req, json!({"limit": 1}), "events_by_time"),
+        shape(
+            MM,
+            Req,
+            json!({"#t": ["topic1"], "limit": 20}),
+            "event_tags_lookup",
+        ),
         shape(MM, Req, json!({"kinds": [1], "limit": 1}), "events_by_kind"),
         shape(
             MM,

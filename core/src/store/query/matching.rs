@@ -180,23 +180,39 @@ fn probe_wide(
         channels: ChannelScope::All,
         expiry: std::collections::HashMap::new(),
     };
-    let q = events::table
-        .select((
+    let probe_rows = i64::try_from(probe).unwrap_or(i64::MAX);
+    let rows: Vec<(i64, i64, String, i32, Option<String>)> = if let Some(walk) = TagWalk::of(filter)
+    {
+        // A tag filter's prefix is read down the tag index too, as `query_keys` reads it.
+        let columns = (
             events::seq,
-            events::created_at,
+            event_tags::created_at,
             events::id,
             length(events::content) + length(events::tags),
             events::channel_id,
-        ))
-        .into_boxed();
-    let Some(q) = scoped!(q, &unscoped, &None::<Readable>, filter.channels(), now) else {
-        return Ok(Some(Vec::new()));
-    };
-    let rows: Vec<(i64, i64, String, i32, Option<String>)> =
+        );
+        let Some(q) = lateral(&walk, &unscoped, &None, now, columns, probe_rows) else {
+            return Ok(Some(Vec::new()));
+        };
+        q.load(*c)?
+    } else {
+        let q = events::table
+            .select((
+                events::seq,
+                events::created_at,
+                events::id,
+                length(events::content) + length(events::tags),
+                events::channel_id,
+            ))
+            .into_boxed();
+        let Some(q) = scoped!(q, &unscoped, &None::<Readable>, filter.channels(), now) else {
+            return Ok(Some(Vec::new()));
+        };
         narrowed!(q, filter, scope.community_id)
             .order((events::created_at.desc(), events::id.asc()))
-            .limit(i64::try_from(probe).unwrap_or(i64::MAX))
-            .load(*c)?;
+            .limit(probe_rows)
+            .load(*c)?
+    };
     let complete = (rows.len() as u64) < probe;
     let kept: Vec<(EventKey, String)> = rows
         .into_iter()
