@@ -9,7 +9,8 @@
 //! anonymous and a member reader send them), then each is explained on the same database
 //! (`EXPLAIN QUERY PLAN` on SQLite with the statistics the relay takes itself; `EXPLAIN`
 //! with the values bound on PostgreSQL, after `ANALYZE`) and its plan must name the
-//! index the shape needs and never walk the time index.
+//! index the shape needs and never walk the time index. The tag shapes are explained once
+//! more on PostgreSQL tables never analysed, where the tag walk must hold as well.
 
 use buzz_core::error::Reason;
 use buzz_core::store::{

@@ -4,12 +4,12 @@
 //! 20,000 to 1,000,000 events, as its value's events did).
 //!
 //! How: each `event_tags` row carries its event's `created_at`, and `event_tags_lookup`
-//! is `(community_id, name, value, created_at DESC, event_seq)`. The statement joins
-//! `event_tags` to `events` and orders by the tag row's `created_at` (the same number as
-//! the event's, but the planner only knows the index order of the column it walks), then
-//! `events.id` for ties, so SQLite and PostgreSQL walk the index in answer order and stop
-//! at the limit; the filter's other fields and the reader's scope are checked on each
-//! event the walk reaches, as before.
+//! is `(community_id, name, value, created_at DESC, event_seq)`. The statement reads the
+//! tag rows and reaches each one's event, ordered by the tag row's `created_at` (the same
+//! number as the event's, but the planner only knows the index order of the column it
+//! walks), then `events.id` for ties, so the index is walked in answer order and the read
+//! stops at the limit; the filter's other fields and the reader's scope are checked on
+//! each event the walk reaches, as before.
 //!
 //! An event carrying the value twice (`["t","x"],["t","x"]`), or two of the filter's
 //! values, has two tag rows and would be answered twice: [`FirstOfItsTags`] keeps only
@@ -19,15 +19,23 @@
 //! Not for a filter with `#h` (the channel index reads it, `tag_on_row.rs`) or with `ids`
 //! (the identity index reads those directly).
 //!
-//! SQLite only, for now. SQLite plans with pinned statistics (`planner_stats.rs`), so it
-//! always walks the tag index and reaches each event by its primary key. PostgreSQL plans
-//! from statistics that lag a table growing fast: with `event_tags` and `events` last
-//! analysed nearly empty, it joined each tag row to a scan of the community's
-//! `events_wide` filtered by `seq` — a whole-community read per tag row, 8 s statement
-//! timeouts in `core/tests/live_stored_race.rs` at a few thousand events. A PostgreSQL
-//! walk needs a statement whose join order the planner cannot turn around (the tag rows
-//! read first as a fenced subquery); until then it reads a tag filter as
-//! `seq IN (SELECT event_seq FROM event_tags …)`, as before.
+//! One walk, two statements. SQLite plans with pinned statistics (`planner_stats.rs`), so
+//! a plain `events ⋈ event_tags` join always walks the tag index and reaches each event
+//! by its primary key. PostgreSQL plans from statistics that lag a table growing fast:
+//! with `event_tags` and `events` never analysed, or analysed nearly empty, it turned
+//! that join around — a scan of the value's tag rows for each row of the community's
+//! `events_wide`, or the reverse: 8 s statement timeouts in
+//! `core/tests/live_stored_race.rs` at a few thousand events (and ~1 s for
+//! `{"#t":[x],"limit":20}` at a million, `docs/benchmarks.md`). So on
+//! PostgreSQL the walk is [`Lateral`], a statement with one possible join order: the
+//! event is a `LATERAL` subquery of the tag row, fenced by `OFFSET 0` so it is neither
+//! flattened into a join nor given the scope to pick another index with — one
+//! primary-key probe per tag row, after it. Its inner order is the tag row's time alone,
+//! which a one-value walk of `event_tags_lookup` yields without a sort; `FETCH FIRST n
+//! ROWS WITH TIES` and an outer sort of those rows by `id` make the same answer as
+//! `ORDER BY created_at DESC, id LIMIT n`. What the planner still chooses is only how to
+//! read the tag rows: with no statistics it expects one row and walks the index; with
+//! them it weighs the limit. `core/tests/read_plans.rs` checks both.
 
 use crate::store::one_of::{one_of, OneOf};
 use crate::store::schema::{event_tags, events};
