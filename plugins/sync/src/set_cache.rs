@@ -233,13 +233,24 @@ mod tests {
         cache.put(key("{}"), kept(10, mark, Some(1_000)), t0);
         assert!(cache.get(&key("{}"), mark, 999, t0).is_some());
         assert!(cache.get(&key("{\"kinds\":[1]}"), mark, 999, t0).is_none());
-        assert!(cache.get(&key("{}"), later, 999, t0).is_none(), "another mark");
+        assert!(
+            cache.get(&key("{}"), later, 999, t0).is_none(),
+            "another mark"
+        );
         assert_eq!(cache.totals(), (0, 0), "a stale set is dropped");
 
         cache.put(key("{}"), kept(10, mark, Some(1_000)), t0);
-        assert!(cache.get(&key("{}"), mark, 1_000, t0).is_none(), "at its expiry");
+        assert!(
+            cache.get(&key("{}"), mark, 1_000, t0).is_none(),
+            "at its expiry"
+        );
         cache.put(key("{}"), kept(10, mark, None), t0);
-        assert!(cache.get(&key("{}"), mark, i64::MAX, t0 + MAX_AGE).is_none(), "too old");
+        assert!(
+            cache
+                .get(&key("{}"), mark, i64::MAX, t0 + MAX_AGE)
+                .is_none(),
+            "too old"
+        );
     }
 
     #[test]

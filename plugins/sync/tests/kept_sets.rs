@@ -118,7 +118,7 @@ async fn a_removed_member_loses_the_channel_at_the_next_open(backend: TestBacken
         &mut a,
         &alice,
         9000,
-        vec![tag(&["h", &private]), tag(&["p", &bob.pubkey()])],
+        vec![tag(&["h", &private]), tag(&["p", bob.pubkey()])],
     )
     .await;
     let secret = post(&mut a, &alice, &private, 20).await;
@@ -134,7 +134,7 @@ async fn a_removed_member_loses_the_channel_at_the_next_open(backend: TestBacken
         &mut a,
         &alice,
         9001,
-        vec![tag(&["h", &private]), tag(&["p", &bob.pubkey()])],
+        vec![tag(&["h", &private]), tag(&["p", bob.pubkey()])],
     )
     .await;
     let got = reconcile(&mut b, "gone", filter, &[])
