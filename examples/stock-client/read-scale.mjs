@@ -33,7 +33,7 @@ import { createReadStream, createWriteStream, existsSync, mkdirSync, readFileSyn
 import { join, resolve } from "node:path";
 import { createInterface } from "node:readline";
 import { tmpdir } from "node:os";
-import { getPublicKey } from "nostr-tools/pure";
+import { finalizeEvent, getPublicKey } from "nostr-tools/pure";
 import { hexToBytes } from "nostr-tools/utils";
 import { commandLine } from "./args.mjs";
 import { cpuSeconds, freePort, percentile, waitForRelay } from "./relays.mjs";
@@ -157,6 +157,10 @@ function shapes(h) {
     ["anonymous", '{"kinds":[0],"limit":1}', () => ["req", { kinds: [0], limit: 1 }]],
     ["member", '{"kinds":[1],"limit":1}', () => ["req", { kinds: [1], limit: 1 }]],
     ["anonymous", "NEG-OPEN {}", () => ["neg", {}]],
+    // The same open right after a write (the member's kind-0 profile, replaced each
+    // time so the history keeps its size): the set kept from the open before is no
+    // longer the set, so this is the open that reads and seals it.
+    ["anonymous", "NEG-OPEN {} after a write", () => ["neg-after-write", {}]],
     ["member", '{"kinds":[9],"#h":[ch],"limit":20}', (i) => ["req", { kinds: [9], "#h": [channel(i)], limit: 20 }]],
     ["member", '{"kinds":[9],"limit":1}', () => ["req", { kinds: [9], limit: 1 }]],
     ["anonymous", '{"kinds":[1],"limit":50}', () => ["req", { kinds: [1], limit: 50 }]],
@@ -170,8 +174,19 @@ function shapes(h) {
   ];
 }
 
-// One request, timed to the end of its answer: { ms, events, end }.
-async function once(client, [how, filter], i) {
+// One request, timed to the end of its answer: { ms, events, end }. `writer` publishes
+// the untimed write of a "neg-after-write" request.
+let profileAt = Math.floor(Date.now() / 1000) - 800;
+async function once(client, [how, filter], i, writer) {
+  if (how === "neg-after-write") {
+    const profile = finalizeEvent(
+      { kind: 0, created_at: ++profileAt, tags: [], content: JSON.stringify({ name: `reader ${i}` }) },
+      writer.key,
+    );
+    const [ok, text] = await writer.client.publish(profile);
+    if (!ok) throw new Error(`the profile write was refused: ${text}`);
+    how = "neg";
+  }
   const before = client.unparsedEvents;
   const started = performance.now();
   let end;
@@ -202,9 +217,10 @@ async function measure(size, h, db) {
     const anonymous = await Client.connect(url, undefined, { light: true });
     const member = await Client.connect(url, h.keys[0], { light: true });
     const clientOf = (who) => (who === "member" ? member : anonymous);
+    const writer = { client: member, key: h.keys[0] };
     const list = shapes(h);
     for (let i = 0; i < warmup; i++) {
-      for (const [who, , make] of list) await once(clientOf(who), make(i), i);
+      for (const [who, , make] of list) await once(clientOf(who), make(i), i, writer);
     }
     console.log(
       `\n${backend}, ${size} events (${h.notes} notes, ${h.channels.length} channels), relay pid ${child.pid}, ` +
@@ -218,7 +234,7 @@ async function measure(size, h, db) {
       let events = 0;
       const cpu0 = cpuSeconds(child.pid);
       for (let i = 0; i < single; i++) {
-        const t = await once(client, make(warmup + i), i);
+        const t = await once(client, make(warmup + i), i, writer);
         timings.push(t.ms);
         events += t.events;
         ends.set(endOf(t.end), (ends.get(endOf(t.end)) ?? 0) + 1);

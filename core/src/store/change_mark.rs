@@ -4,11 +4,13 @@
 //! plugin) reuses it only while both say nothing changed.
 //!
 //! Every write goes through the one writer, so the writer moves the mark after each
-//! commit — whatever the batch held: telling which jobs touch `events` would be one more
-//! rule to keep true — after the commit and before any of the batch's answers leave: a
-//! client that got `OK true` and reads next never finds the mark from before its write.
-//! A read leaves out what expired at its moment, and [`next_expiry`] tells when that
-//! changes.
+//! commit — after the commit and before any of the batch's answers leave: a client that
+//! got `OK true` and reads next never finds the mark from before its write. Only a batch
+//! made entirely of writes that vouched for changing no event row
+//! (`Store::write_own_rows`: a plugin's read state, its index, its progress) leaves the
+//! mark alone, so background work such as the search backfill or read markers does not
+//! undo every kept set. A read leaves out what expired at its moment, and
+//! [`next_expiry`] tells when that changes.
 //!
 //! Why a read is never stale: the reader takes the mark *before* its snapshot. A write
 //! committed after the snapshot moves the mark after its commit, so after the mark was
@@ -52,7 +54,8 @@ impl ChangeMark {
 pub(crate) struct ChangeCounter(AtomicU64);
 
 impl ChangeCounter {
-    /// A batch committed (called by the writer, before answering it).
+    /// A batch that may have changed events committed (called by the writer, before
+    /// answering it).
     pub(crate) fn committed(&self, conn: &mut Conn<'_>) {
         self.0.fetch_add(1, Ordering::SeqCst);
         if let Conn::Pg(c) = conn {

@@ -332,6 +332,18 @@ impl Store {
         self.inner.writer.submit(f).await
     }
 
+    /// [`Store::write`] for a write that changes no `events` row (a plugin's own
+    /// tables: read state, an index, progress): its commit leaves the [`ChangeMark`]
+    /// where it was, so sets kept by readers stay valid. A write that may change any
+    /// event row, directly or through a trigger, must use [`Store::write`].
+    pub async fn write_own_rows<R, F>(&self, f: F) -> Result<R, Reason>
+    where
+        R: Send + 'static,
+        F: Fn(&mut Conn<'_>) -> Result<R, Reason> + Send + 'static,
+    {
+        self.inner.writer.submit_own_rows(f).await
+    }
+
     /// Store `event` in the writer's group transaction (NIP-01 duplicate and
     /// replaceable rules, the tag index), then run `then` with the outcome in the same
     /// transaction; answered after the commit, like [`Store::write`]. `then` writes

@@ -246,9 +246,10 @@ async fn apply(
     // left when the job began (PostgreSQL cancels it), so a stalled intent frees the
     // writer instead of holding it after the request answered "unknown".
     let cap = rs.services.settings.storage.statement_timeout_ms;
+    // Read state is the plugin's own rows: sets kept by readers stay valid.
     rs.services
         .store
-        .write(move |conn| {
+        .write_own_rows(move |conn| {
             conn.before_deadline(deadline, cap, "read-state intent", |conn| {
                 write(conn, cid, &me, now, skew, &intent)
             })

@@ -61,7 +61,7 @@ pub(crate) async fn run(services: Services, config: Config) {
         let now = services.clock.now_secs();
         let done = services
             .store
-            .write(move |conn| {
+            .write_own_rows(move |conn| {
                 let newest = newest_seq(conn)?;
                 let mut sql = Sql::new(conn);
                 sql.push("UPDATE search_backfill SET indexed_through = ")
@@ -84,14 +84,17 @@ pub(crate) async fn run(services: Services, config: Config) {
 /// Index every event up to the target, a batch at a time.
 pub(crate) async fn backfill(services: &Services, config: &Config) -> Result<(), Reason> {
     let now = services.clock.now_secs();
-    services.store.write(move |conn| start(conn, now)).await?;
+    services
+        .store
+        .write_own_rows(move |conn| start(conn, now))
+        .await?;
     loop {
         let kinds: Vec<i64> = config.kinds.iter().map(|k| i64::from(*k)).collect();
         let batch = config.backfill_batch;
         let now = services.clock.now_secs();
         let more = services
             .store
-            .write(move |conn| step(conn, &kinds, batch, now))
+            .write_own_rows(move |conn| step(conn, &kinds, batch, now))
             .await?;
         if !more {
             return Ok(());

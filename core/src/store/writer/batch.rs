@@ -107,7 +107,7 @@ pub(super) fn run_grouped(
             .iter()
             .filter_map(|request| match &request.work {
                 Work::Event { event, then, .. } => Some((&**event, then)),
-                Work::Any(_) => None,
+                Work::Any(_) | Work::OwnRows(_) => None,
             })
             .collect();
         let events: Vec<&StoredEvent> = members.iter().map(|(event, _)| *event).collect();

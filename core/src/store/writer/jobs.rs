@@ -25,6 +25,9 @@ pub(super) type Reply = oneshot::Sender<Result<AnyBox, Reason>>;
 pub(super) enum Work {
     /// Any writes.
     Any(Job),
+    /// Writes of the caller's own tables only: no `events` row changes, so the commit
+    /// leaves the change mark where it was (`change_mark.rs`).
+    OwnRows(Job),
     /// Store `event`, then run `then` with the outcome.
     Event {
         event: Arc<StoredEvent>,
@@ -64,7 +67,7 @@ impl<R: Send + 'static> std::future::Future for Answer<R> {
 /// One job alone.
 pub(super) fn run(conn: &mut Conn<'_>, work: &Work) -> Result<AnyBox, Reason> {
     match work {
-        Work::Any(job) => job(conn),
+        Work::Any(job) | Work::OwnRows(job) => job(conn),
         Work::Event { event, then, .. } => {
             let outcome = insert_event(
                 conn,

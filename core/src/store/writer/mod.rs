@@ -61,7 +61,8 @@ pub(crate) struct Writer {
 }
 
 impl Writer {
-    /// `changes` is moved after every commit, before its answers leave.
+    /// `changes` is moved after every commit that may have changed events, before its
+    /// answers leave.
     pub(crate) fn start(pool: Pool, changes: Arc<ChangeCounter>) -> Result<Writer, StoreError> {
         let spawn_error = |what: &str, e: std::io::Error| {
             StoreError::Connect(format!("spawning the {what} thread: {e}"))
@@ -106,6 +107,16 @@ impl Writer {
     {
         let job: Job = Box::new(move |conn| f(conn).map(|r| Box::new(r) as AnyBox));
         self.queue(Work::Any(job)).await
+    }
+
+    /// [`Writer::submit`] for writes that change no `events` row.
+    pub(crate) async fn submit_own_rows<R, F>(&self, f: F) -> Result<R, Reason>
+    where
+        R: Send + 'static,
+        F: Fn(&mut Conn<'_>) -> Result<R, Reason> + Send + 'static,
+    {
+        let job: Job = Box::new(move |conn| f(conn).map(|r| Box::new(r) as AnyBox));
+        self.queue(Work::OwnRows(job)).await
     }
 
     /// Store `event`, then run `then` with the outcome, in the group transaction.
@@ -248,8 +259,13 @@ fn serve(
         }
         let jobs = std::mem::take(&mut batch);
         let (size, started) = (jobs.len(), std::time::Instant::now());
-        // Any job may have changed events (`change_mark.rs`).
-        let after_commit = |conn: &mut Conn<'_>| changes.committed(conn);
+        // Every job but one that vouched for changing no event (`change_mark.rs`).
+        let changes_events = jobs.iter().any(|r| !matches!(r.work, Work::OwnRows(_)));
+        let after_commit = |conn: &mut Conn<'_>| {
+            if changes_events {
+                changes.committed(conn);
+            }
+        };
         let committed = match held.as_mut() {
             Some(OwnedConn::Sqlite(c)) => commit_batch(
                 &mut **c,
