@@ -1,7 +1,7 @@
 //! How long a set read from `events` stays true: a mark that moves whenever a committed
 //! write could have changed any event's rows, and the next moment a stored event expires.
-//! A reader that keeps a read between requests (the NIP-77 record sets of the `sync`
-//! plugin) reuses it only while both say nothing changed.
+//! A reader that keeps a read between requests (a plugin's NIP-77 record sets, say)
+//! reuses it only while both say nothing changed.
 //!
 //! Every write goes through the one writer, so the writer moves the mark after each
 //! commit — after the commit and before any of the batch's answers leave: a client that
@@ -12,9 +12,9 @@
 //! undo every kept set. A read leaves out what expired at its moment, and
 //! [`next_expiry`] tells when that changes.
 //!
-//! Why a read is never stale: the reader takes the mark *before* its snapshot. A write
-//! committed after the snapshot moves the mark after its commit, so after the mark was
-//! read; a write committed before the snapshot is in the read, whatever the mark says.
+//! Why a read is never stale: the reader takes the mark *before* its read transaction
+//! begins. A write committed after that moves the mark after its commit, so after the
+//! mark was read; a write committed before it is in the read, whatever the mark says.
 //!
 //! SQLite has one writing process, this one: the mark is a counter in memory. On
 //! PostgreSQL other processes write too, so each moves a shared sequence
@@ -22,7 +22,7 @@
 
 use crate::error::Reason;
 use crate::store::schema::events;
-use crate::store::Conn;
+use crate::store::{prepared, Conn};
 use crate::with_conn;
 use diesel::dsl::min;
 use diesel::prelude::*;
@@ -58,12 +58,12 @@ impl ChangeCounter {
     /// answering it).
     pub(crate) fn committed(&self, conn: &mut Conn<'_>) {
         self.0.fetch_add(1, Ordering::SeqCst);
-        if let Conn::Pg(c) = conn {
+        if let Conn::Pg(_) = conn {
             // A failure here leaves other processes' marks where they were until the
             // next commit moves the sequence; their reuse is bounded in time by the
-            // reader (`sync`'s set cache keeps a set a few seconds at most).
-            if let Err(err) = diesel::sql_query("SELECT nextval('event_changes')").execute(&mut **c)
-            {
+            // reader (a kept set is reused for a few seconds at most).
+            // A statement the connection keeps prepared: this runs after every commit.
+            if let Err(err) = prepared::execute(conn, "SELECT nextval('event_changes')", &[]) {
                 tracing::warn!(error = %err, "moving the shared change mark failed");
             }
         }
@@ -77,20 +77,22 @@ impl ChangeCounter {
         }
     }
 
-    /// The mark as of now, read before the snapshot it is to vouch for.
+    /// The mark as of now, read before the read transaction it is to vouch for.
     pub(crate) fn mark(&self, conn: &mut Conn<'_>) -> Result<ChangeMark, Reason> {
         let local = self.0.load(Ordering::SeqCst);
         let shared = match conn {
             Conn::Sqlite(_) => None,
-            Conn::Pg(c) => Some(
-                // Before its first `nextval` a sequence shows `last_value` 1 as it does
-                // after it; `is_called` tells the two apart.
-                diesel::sql_query(
+            // Before its first `nextval` a sequence shows `last_value` 1 as it does after
+            // it; `is_called` tells the two apart. Kept prepared: every kept-set check
+            // runs it.
+            Conn::Pg(_) => Some(
+                prepared::first::<SequenceValue>(
+                    conn,
                     "SELECT CASE WHEN is_called THEN last_value ELSE 0 END AS value \
                      FROM event_changes",
-                )
-                .get_result::<SequenceValue>(&mut **c)?
-                .value,
+                    &[],
+                )?
+                .map_or(0, |row| row.value),
             ),
         };
         Ok(ChangeMark { local, shared })

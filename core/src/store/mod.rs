@@ -244,8 +244,8 @@ impl Store {
         }
     }
 
-    /// [`Store::read`] that takes the [`ChangeMark`] first, before `f` starts its
-    /// snapshot: what `f` reads stays true while the mark is equal.
+    /// [`Store::read`] that takes the [`ChangeMark`] first, before `f` begins its
+    /// read transaction: what `f` reads stays true while the mark is equal.
     pub async fn read_marked<R, F>(&self, f: F) -> Result<(ChangeMark, R), Reason>
     where
         R: Send + 'static,
