@@ -31,7 +31,7 @@ mod read_client;
 mod read_lanes;
 use read_lanes::Admission;
 mod read_slow;
-mod read_threads;
+mod read_workers;
 mod readable_fn;
 pub mod schema;
 mod stats;
@@ -91,7 +91,7 @@ pub struct Store {
 struct Inner {
     backend: Backend,
     pool: Pool,
-    reads: read_threads::ReadThreads,
+    reads: read_workers::ReadWorkers,
     /// How long one read may run on SQLite (`None`: no bound).
     read_timeout: Option<std::time::Duration>,
     writer: Writer,
@@ -177,7 +177,7 @@ impl Store {
         pool.pin_planner_stats()?;
         let changes = Arc::new(ChangeCounter::default());
         let writer = Writer::start(pool.clone(), changes.clone())?;
-        let reads = read_threads::ReadThreads::start(
+        let reads = read_workers::ReadWorkers::start(
             pool_size as usize,
             bounds.max_reads_per_client,
             std::time::Duration::from_millis(bounds.slow_read_ms),
