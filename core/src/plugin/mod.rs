@@ -215,7 +215,7 @@ pub trait Plugin: Send + Sync + 'static {
 
     /// Keep plugin state in step with a just-stored event, in the same transaction.
     /// An error rolls the event back and becomes the client's answer. May run twice for
-    /// one event (the writer replays a failed batch job by job), so it must only act
+    /// one event (the writer reruns a failed batch job by job), so it must only act
     /// through `tx`.
     fn in_transaction(&self, _tx: &mut Tx<'_, '_>, _event: &StoredEvent) -> Result<(), Reason> {
         Ok(())

@@ -321,7 +321,7 @@ impl Store {
     }
 
     /// Run `f` inside the writer's group transaction. An `Err` rolls back only this job
-    /// (the batch is then replayed with a savepoint per job, so `f` may run twice: it must
+    /// (the batch is then rerun with a savepoint per job, so `f` may run twice: it must
     /// not consume what it captured); the answer arrives after the group's commit, so
     /// `Ok` means durable.
     pub async fn write<R, F>(&self, f: F) -> Result<R, Reason>
