@@ -49,7 +49,7 @@ pub struct QueryResult {
 }
 
 /// A query whose filters passed every check, split between core and claiming plugins.
-pub struct Prepared {
+pub struct CheckedQuery {
     standard: Vec<Filter>,
     claimed: Vec<(usize, Vec<Filter>)>,
     /// Claimed filters their plugin keeps live ([`Plugin::live_condition`]).
@@ -62,7 +62,7 @@ pub struct Prepared {
     partial: bool,
 }
 
-impl Prepared {
+impl CheckedQuery {
     /// The filters core serves (and a WebSocket subscription keeps live).
     pub fn live_filters(&self) -> &[Filter] {
         &self.standard
@@ -96,7 +96,7 @@ impl QueryService {
     /// whole is decided here from the filters' shapes, and for an ids lookup in the same
     /// trip to the store as the read ([`QueryResult::needs_auth`]).
     /// A refusal here is counted as a rejected query in the relay's metrics.
-    pub async fn prepare(&self, ctx: &ConnCtx, filters: Vec<Filter>) -> Result<Prepared, Reason> {
+    pub async fn prepare(&self, ctx: &ConnCtx, filters: Vec<Filter>) -> Result<CheckedQuery, Reason> {
         let started = std::time::Instant::now();
         let outcome = self.prepare_checked(ctx, filters).await;
         if outcome.is_err() {
@@ -109,7 +109,7 @@ impl QueryService {
         &self,
         ctx: &ConnCtx,
         filters: Vec<Filter>,
-    ) -> Result<Prepared, Reason> {
+    ) -> Result<CheckedQuery, Reason> {
         check_bounds(&filters, &self.services.settings.limits)?;
         // A banned member reads nothing (`access/standing.rs`), claimed filters included.
         self.services.access.check_standing(ctx).await?;
@@ -154,7 +154,7 @@ impl QueryService {
                 }
             }
         }
-        Ok(Prepared {
+        Ok(CheckedQuery {
             standard,
             claimed,
             live_claimed,
@@ -166,7 +166,7 @@ impl QueryService {
     /// Read what a prepared query matches (core's events only as keys, see
     /// [`StoredAnswer`]) and ask the claiming plugins.
     /// Counted (outcome and time) in the relay's metrics.
-    pub async fn execute(&self, ctx: &ConnCtx, prepared: Prepared) -> Result<QueryResult, Reason> {
+    pub async fn execute(&self, ctx: &ConnCtx, prepared: CheckedQuery) -> Result<QueryResult, Reason> {
         let no_first_page: Option<FirstPage<()>> = None;
         let (result, _) = self.execute_reading(ctx, prepared, no_first_page).await?;
         Ok(result)
@@ -178,7 +178,7 @@ impl QueryService {
     pub async fn execute_with_first_page<R: Send + 'static>(
         &self,
         ctx: &ConnCtx,
-        prepared: Prepared,
+        prepared: CheckedQuery,
         first: FirstPage<R>,
     ) -> Result<WithFirstPage<R>, Reason> {
         self.execute_reading(ctx, prepared, Some(first)).await
@@ -187,7 +187,7 @@ impl QueryService {
     async fn execute_reading<R: Send + 'static>(
         &self,
         ctx: &ConnCtx,
-        prepared: Prepared,
+        prepared: CheckedQuery,
         first: Option<FirstPage<R>>,
     ) -> Result<WithFirstPage<R>, Reason> {
         let started = std::time::Instant::now();
@@ -199,10 +199,10 @@ impl QueryService {
     async fn execute_prepared<R: Send + 'static>(
         &self,
         ctx: &ConnCtx,
-        prepared: Prepared,
+        prepared: CheckedQuery,
         first: Option<FirstPage<R>>,
     ) -> Result<WithFirstPage<R>, Reason> {
-        let Prepared {
+        let CheckedQuery {
             standard,
             claimed,
             stored_checks,
@@ -301,7 +301,7 @@ impl QueryService {
     }
 
     async fn count_checked(&self, ctx: &ConnCtx, filters: Vec<Filter>) -> Result<Count, Reason> {
-        let Prepared {
+        let CheckedQuery {
             standard,
             claimed,
             stored_checks,
@@ -368,7 +368,7 @@ impl QueryService {
         filters: Vec<Filter>,
         verb: &str,
     ) -> Result<Vec<Filter>, Reason> {
-        let Prepared {
+        let CheckedQuery {
             standard,
             claimed,
             stored_checks,
