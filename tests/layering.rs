@@ -339,7 +339,7 @@ const LAYERS: &[&[&str]] = &[
     // Wiring it all together.
     &["relay"],
     // What runs a relay: storage commands through the pipelines, the test kit.
-    &["lifecycle", "testkit"],
+    &["import", "testkit"],
 ];
 
 /// Pairs `(from, to)` of one layer that may refer to each other in that direction.

@@ -17,7 +17,6 @@ mod group_insert;
 mod group_writes;
 mod identity;
 pub mod inspect;
-pub mod lifecycle;
 mod lookups;
 mod migrate;
 pub mod moderation;
@@ -37,6 +36,7 @@ pub mod schema;
 mod stats;
 mod tag_on_row;
 pub mod threads;
+pub mod transfer;
 mod writer;
 
 use change_mark::ChangeCounter;
@@ -166,9 +166,9 @@ impl Store {
                 )));
             }
         }
-        // Never serve a half-copied database (`lifecycle/copy.rs`).
+        // Never serve a half-copied database (`transfer/copy.rs`).
         let marker = pool
-            .with_conn(|mut conn| lifecycle::copy::unfinished(&mut conn))
+            .with_conn(|mut conn| transfer::copy::unfinished(&mut conn))
             .map_err(|e| StoreError::Connect(e.to_string()))?;
         if let Some(marker) = marker {
             return Err(StoreError::UnfinishedCopy(marker));
