@@ -333,7 +333,7 @@ const LAYERS: &[&[&str]] = &[
     // The plugin API (it hands plugins the services below).
     &["plugin"],
     // The pipelines that run plugins' hooks.
-    &["query", "ingest", "expiry"],
+    &["query_service", "ingest", "expiry"],
     &["nip86"],
     &["http"],
     // Wiring it all together.

@@ -23,7 +23,7 @@ pub mod metrics;
 pub mod nip86;
 pub mod nips;
 pub mod plugin;
-pub mod query;
+pub mod query_service;
 pub(crate) mod queue;
 pub mod redis_link;
 pub mod relay;

@@ -3,7 +3,7 @@
 //!
 //! Filters are checked (shape and size bounds, core access, then plugins), claimed
 //! filters go to their plugin, the rest are served from the store within the caller's
-//! read scope.
+//! read scope (the SQL of that is the store's, `store/query/`).
 //! Wire order: core's events (newest first, deduplicated), then each claiming plugin's
 //! answer in plugin order.
 //!
@@ -96,7 +96,11 @@ impl QueryService {
     /// whole is decided here from the filters' shapes, and for an ids lookup in the same
     /// trip to the store as the read ([`QueryResult::needs_auth`]).
     /// A refusal here is counted as a rejected query in the relay's metrics.
-    pub async fn prepare(&self, ctx: &ConnCtx, filters: Vec<Filter>) -> Result<CheckedQuery, Reason> {
+    pub async fn prepare(
+        &self,
+        ctx: &ConnCtx,
+        filters: Vec<Filter>,
+    ) -> Result<CheckedQuery, Reason> {
         let started = std::time::Instant::now();
         let outcome = self.prepare_checked(ctx, filters).await;
         if outcome.is_err() {
@@ -166,7 +170,11 @@ impl QueryService {
     /// Read what a prepared query matches (core's events only as keys, see
     /// [`StoredAnswer`]) and ask the claiming plugins.
     /// Counted (outcome and time) in the relay's metrics.
-    pub async fn execute(&self, ctx: &ConnCtx, prepared: CheckedQuery) -> Result<QueryResult, Reason> {
+    pub async fn execute(
+        &self,
+        ctx: &ConnCtx,
+        prepared: CheckedQuery,
+    ) -> Result<QueryResult, Reason> {
         let no_first_page: Option<FirstPage<()>> = None;
         let (result, _) = self.execute_reading(ctx, prepared, no_first_page).await?;
         Ok(result)
