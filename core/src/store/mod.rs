@@ -9,6 +9,7 @@ mod change_mark;
 pub mod channel_state;
 mod checkpoint;
 mod communities;
+pub mod community_standing;
 mod conn;
 mod conn_state;
 mod error;

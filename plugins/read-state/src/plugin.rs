@@ -14,7 +14,7 @@ use buzz_core::plugin::{
     Plugin, PluginRequest, PluginResponse, PurgedEvent, Route, RouteAuth, RouteHandler,
     RouteMethod, Services, Tx,
 };
-use buzz_core::store::{channel_state, Conn};
+use buzz_core::store::{community_standing, Conn};
 use buzz_core::stored::StoredEvent;
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
@@ -56,7 +56,7 @@ impl ReadState {
             .services
             .store
             .read(move |mut conn| {
-                Ok(channel_state::standing(&mut conn, cid, &pk)?
+                Ok(community_standing::standing(&mut conn, cid, &pk)?
                     .sanctions
                     .iter()
                     .any(|s| s.kind == "ban"))
