@@ -294,14 +294,14 @@ impl Ingest {
             && self
                 .plugins
                 .iter()
-                .all(|plugin| plugin.in_transaction_is_local(event))
+                .all(|plugin| plugin.event_is_independent(event))
     }
 
     /// Imports: whether `event`'s checks before the transaction may read what earlier
     /// events of the file write, so every earlier write must have committed before it is
     /// checked. Without access checks core's own are pure except a deletion's (it looks
     /// at its targets); a plugin whose hook reads other events' rows
-    /// (`in_transaction_is_local` false) checks them beforehand too. Everything else —
+    /// (`event_is_independent` false) checks them beforehand too. Everything else —
     /// channel creations, joins, member changes — takes effect in the transaction, in
     /// queue order, and needs no wait.
     pub fn import_waits_for_earlier(&self, event: &Event) -> bool {
@@ -309,7 +309,7 @@ impl Ingest {
             || self
                 .plugins
                 .iter()
-                .any(|plugin| !plugin.in_transaction_is_local(event))
+                .any(|plugin| !plugin.event_is_independent(event))
     }
 
     /// Is `kind` one the relay authors (core's group state, plugins' reserved kinds)?

@@ -242,7 +242,7 @@ async fn submission_order_is_storage_order(backend: TestBackend, name: &str) {
 static SEEN: Mutex<Option<HashMap<String, Vec<i64>>>> = Mutex::new(None);
 
 /// A plugin whose in-transaction hook reads the events table (as one that looks for a
-/// current version would), and says so with `in_transaction_is_local`.
+/// current version would), and says so with `event_is_independent` (false for kind 1).
 struct Observer;
 
 #[derive(Default, serde::Serialize, serde::Deserialize)]
@@ -264,7 +264,7 @@ impl Plugin for Observer {
         Self::NAME
     }
 
-    fn in_transaction_is_local(&self, event: &Event) -> bool {
+    fn event_is_independent(&self, event: &Event) -> bool {
         event.kind != 1
     }
 

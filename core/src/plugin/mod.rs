@@ -221,15 +221,17 @@ pub trait Plugin: Send + Sync + 'static {
         Ok(())
     }
 
-    /// Whether [`Plugin::in_transaction`] for `event` keeps to this plugin's own rows
-    /// (or does nothing): it reads and changes no other *event's* rows. When every
-    /// plugin says so and core's own bookkeeping allows it, the PostgreSQL writer may
+    /// Whether `event` stays *independent* as far as this plugin is concerned (the word of
+    /// [`buzz_nostr::kinds::independent`] and `Store::write_event`): its
+    /// [`Plugin::in_transaction`] keeps to this plugin's own rows (or does nothing) and
+    /// reads and changes no other *event's* rows. When every plugin says so and core's
+    /// own bookkeeping allows it, the PostgreSQL writer may
     /// insert `event` in one statement with its neighbours in the group commit before
     /// running each event's hooks in submission order, so a hook could otherwise see
     /// the rows of events queued behind its own. Return `false` for kinds whose hook
     /// reads the events or tag tables (to find a current version, say); such an event
     /// is then inserted on its own, in its place in the queue.
-    fn in_transaction_is_local(&self, _event: &Event) -> bool {
+    fn event_is_independent(&self, _event: &Event) -> bool {
         true
     }
 

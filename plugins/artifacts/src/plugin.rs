@@ -100,7 +100,7 @@ impl Plugin for Artifacts {
     /// Revisions and removals change the heads in submission order and read the rows
     /// of earlier revisions: each is inserted on its own in PostgreSQL's group commit,
     /// never beside events queued behind it.
-    fn in_transaction_is_local(&self, event: &Event) -> bool {
+    fn event_is_independent(&self, event: &Event) -> bool {
         !matches!(event.kind, REVISION_KIND | MODERATE_REMOVE)
     }
 

@@ -212,7 +212,7 @@ impl Plugin for Search {
     }
 
     /// Deletions, removals and revisions read other events' rows.
-    fn in_transaction_is_local(&self, event: &Event) -> bool {
+    fn event_is_independent(&self, event: &Event) -> bool {
         !matches!(event.kind, DELETION_KIND | REMOVAL_KIND | ARTIFACT_KIND)
     }
 
