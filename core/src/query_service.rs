@@ -150,7 +150,7 @@ impl QueryService {
                 Readable::Decided(check) => stored_checks.push(check),
             }
             for plugin in self.plugins.iter() {
-                if let Err(reason) = plugin.check_filter(ctx, filter) {
+                if let Err(reason) = plugin.reject_filter(ctx, filter) {
                     self.services
                         .metrics
                         .plugin_refused(plugin.name(), "check_filter");
@@ -298,7 +298,7 @@ impl QueryService {
     /// then the number of distinct events the filters match within the caller's read
     /// scope, so a channel the caller cannot read counts like one that does not exist.
     /// Filters a plugin claims are refused (their answers are not plain event sets)
-    /// unless one plugin claimed all of them and counts them ([`Plugin::count_claimed`]).
+    /// unless one plugin claimed all of them and counts them ([`Plugin::answer_count`]).
     /// Counted in the relay's metrics like a query. Counting stops at `limits.max_count`:
     /// a larger count is answered as that number, approximate (NIP-45).
     pub async fn count(&self, ctx: &ConnCtx, filters: Vec<Filter>) -> Result<Count, Reason> {
@@ -319,7 +319,7 @@ impl QueryService {
         if let [(index, filters)] = claimed.as_slice() {
             if standard.is_empty() {
                 let plugin = &self.plugins[*index];
-                if let Some(count) = plugin.count_claimed(ctx, filters.clone()).await? {
+                if let Some(count) = plugin.answer_count(ctx, filters.clone()).await? {
                     return Ok(count);
                 }
             }

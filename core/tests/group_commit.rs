@@ -268,7 +268,7 @@ impl Plugin for Observer {
         event.kind != 1
     }
 
-    fn in_transaction(&self, tx: &mut Tx<'_, '_>, stored: &StoredEvent) -> Result<(), Reason> {
+    fn on_event_stored(&self, tx: &mut Tx<'_, '_>, stored: &StoredEvent) -> Result<(), Reason> {
         use buzz_core::store::schema::events;
         use diesel::prelude::*;
         if stored.event.kind != 1 {

@@ -140,7 +140,7 @@ impl Plugin for ReadState {
         );
     }
 
-    fn in_transaction(&self, tx: &mut Tx<'_, '_>, event: &StoredEvent) -> Result<(), Reason> {
+    fn on_event_stored(&self, tx: &mut Tx<'_, '_>, event: &StoredEvent) -> Result<(), Reason> {
         let bounds = ingest::Bounds {
             max_mentions: self.config.max_message_mentions,
             skew: self.skew,
@@ -150,7 +150,7 @@ impl Plugin for ReadState {
 
     /// A NIP-40-expired message takes its mentions with it (counts already skip it:
     /// they join `events`; this gives the rows back).
-    fn on_purged(&self, conn: &mut Conn<'_>, purged: &[PurgedEvent]) -> Result<(), Reason> {
+    fn on_events_purged(&self, conn: &mut Conn<'_>, purged: &[PurgedEvent]) -> Result<(), Reason> {
         for event in purged {
             crate::frontiers::drop_mentions(conn, event.community_id, &event.id)?;
         }
