@@ -1,7 +1,7 @@
 //! The storage commands' progress on stderr: one indicatif bar per stage, drawn only
 //! when stderr is a terminal (so logs and pipes get the summary line alone).
 
-use buzz_core::lifecycle::Progress;
+use buzz_core::store::transfer::Progress;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::sync::Mutex;
 

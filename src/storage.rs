@@ -5,10 +5,10 @@
 use crate::progress::{Bar, Units};
 use anyhow::Context;
 use buzz_core::config::Settings;
-use buzz_core::lifecycle::import::import as import_lines;
+use buzz_core::import::import as import_lines;
 use buzz_core::plugin::PluginCatalog;
 use buzz_core::relay::RelayBuilder;
-use buzz_core::store::lifecycle::{backup as backup_sql, copy as copy_sql, export as export_sql};
+use buzz_core::store::transfer::{backup as backup_sql, copy as copy_sql, export as export_sql};
 use buzz_core::store::Store;
 use buzz_nostr::host::normalize_host;
 use std::io::{BufRead, Write};

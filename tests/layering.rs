@@ -333,13 +333,13 @@ const LAYERS: &[&[&str]] = &[
     // The plugin API (it hands plugins the services below).
     &["plugin"],
     // The pipelines that run plugins' hooks.
-    &["query", "ingest", "expiry"],
+    &["query_service", "ingest", "expiry"],
     &["nip86"],
     &["http"],
     // Wiring it all together.
     &["relay"],
     // What runs a relay: storage commands through the pipelines, the test kit.
-    &["lifecycle", "testkit"],
+    &["import", "testkit"],
 ];
 
 /// Pairs `(from, to)` of one layer that may refer to each other in that direction.

@@ -10,7 +10,7 @@ mod artifacts;
 use artifacts::{ArtifactUser, Draft, User, TASK};
 use buzz_core::both_backends;
 use buzz_core::plugin::{PluginCatalog, PluginEntry};
-use buzz_core::store::lifecycle::{copy, tables};
+use buzz_core::store::transfer::{copy, tables};
 use buzz_core::store::{MigrationSet, Store};
 use buzz_core::testkit::{now, tag, TestBackend, TestRelay};
 use buzz_nostr::event::Event;

@@ -1,7 +1,7 @@
 //! The NIP-40 purge: every `storage.expired_purge_interval_secs` each process deletes
 //! expired events, at most `storage.expired_purge_batch` per writer job, with core's
 //! rows that reference them (`store::purge`) and every enabled plugin's
-//! (`Plugin::on_purged`), in one transaction per batch. Reads never serve an expired
+//! (`Plugin::on_events_purged`), in one transaction per batch. Reads never serve an expired
 //! event anyway; this is what gives its bytes back. Several processes on one
 //! PostgreSQL purge at once without overlap (`store::purge::pick_expired` skips rows
 //! another has locked).
@@ -67,7 +67,7 @@ impl Purger {
                         return Ok(0);
                     }
                     for plugin in plugins.iter() {
-                        plugin.on_purged(conn, &purged)?;
+                        plugin.on_events_purged(conn, &purged)?;
                     }
                     purge::delete_purged(conn, &purged)?;
                     Ok(purged.len())

@@ -163,7 +163,7 @@ impl Ingest {
         self.refuse_expiring_overflow(ctx, &event, now.div_euclid(1_000_000))
             .await?;
         for plugin in self.plugins.iter() {
-            if let Err(reason) = plugin.check_event(ctx, &event).await {
+            if let Err(reason) = plugin.reject_event(ctx, &event).await {
                 self.services
                     .metrics
                     .plugin_refused(plugin.name(), "check_event");
@@ -276,7 +276,7 @@ impl Ingest {
             }
         }
         for plugin in self.plugins.iter() {
-            plugin.on_committed(ctx, stored).await;
+            plugin.on_event_committed(ctx, stored).await;
         }
         // The event is durable, but it was not delivered live (the bus failed between
         // `ready` and `publish`): not acknowledged as accepted. The author's retry is
@@ -294,14 +294,14 @@ impl Ingest {
             && self
                 .plugins
                 .iter()
-                .all(|plugin| plugin.in_transaction_is_local(event))
+                .all(|plugin| plugin.event_is_independent(event))
     }
 
     /// Imports: whether `event`'s checks before the transaction may read what earlier
     /// events of the file write, so every earlier write must have committed before it is
     /// checked. Without access checks core's own are pure except a deletion's (it looks
     /// at its targets); a plugin whose hook reads other events' rows
-    /// (`in_transaction_is_local` false) checks them beforehand too. Everything else —
+    /// (`event_is_independent` false) checks them beforehand too. Everything else —
     /// channel creations, joins, member changes — takes effect in the transaction, in
     /// queue order, and needs no wait.
     pub fn import_waits_for_earlier(&self, event: &Event) -> bool {
@@ -309,7 +309,7 @@ impl Ingest {
             || self
                 .plugins
                 .iter()
-                .any(|plugin| !plugin.in_transaction_is_local(event))
+                .any(|plugin| !plugin.event_is_independent(event))
     }
 
     /// Is `kind` one the relay authors (core's group state, plugins' reserved kinds)?
@@ -338,7 +338,7 @@ impl Ingest {
         }
         self.check_protocol(&event)?;
         for plugin in self.plugins.iter() {
-            plugin.check_event(ctx, &event).await?;
+            plugin.reject_event(ctx, &event).await?;
         }
         if event.class() == KindClass::Ephemeral {
             return Err(Reason::invalid("ephemeral events are not stored"));
@@ -438,7 +438,7 @@ impl Ingest {
                 } = channels::apply(conn, writes, &wctx, &stored, &relay_keys)?;
                 let mut tx = Tx::new(conn, &wctx, seq, placed.as_ref(), &mut produced, writes);
                 for plugin in plugins.iter() {
-                    plugin.in_transaction(&mut tx, &stored)?;
+                    plugin.on_event_stored(&mut tx, &stored)?;
                 }
                 Ok((outcome, produced))
             })

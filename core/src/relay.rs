@@ -12,7 +12,7 @@ use crate::ingest::Ingest;
 use crate::live::{LiveBus, MemoryBus, RedisBus};
 use crate::metrics::Metrics;
 use crate::plugin::{Plugin, PluginCatalog, PluginEntry, Services};
-use crate::query::QueryService;
+use crate::query_service::QueryService;
 use crate::redis_link::RedisLink;
 use crate::replay::{MemoryReplayGuard, RedisReplayGuard, ReplayGuard};
 use crate::store::{StatementBounds, Store};

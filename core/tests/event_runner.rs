@@ -33,7 +33,7 @@ impl Plugin for Panicker {
         Self::NAME
     }
 
-    async fn check_event(&self, _ctx: &ConnCtx, event: &Event) -> Result<(), Reason> {
+    async fn reject_event(&self, _ctx: &ConnCtx, event: &Event) -> Result<(), Reason> {
         assert!(!event.content.starts_with("boom"), "a plugin bug");
         Ok(())
     }

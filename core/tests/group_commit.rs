@@ -242,7 +242,7 @@ async fn submission_order_is_storage_order(backend: TestBackend, name: &str) {
 static SEEN: Mutex<Option<HashMap<String, Vec<i64>>>> = Mutex::new(None);
 
 /// A plugin whose in-transaction hook reads the events table (as one that looks for a
-/// current version would), and says so with `in_transaction_is_local`.
+/// current version would), and says so with `event_is_independent` (false for kind 1).
 struct Observer;
 
 #[derive(Default, serde::Serialize, serde::Deserialize)]
@@ -264,11 +264,11 @@ impl Plugin for Observer {
         Self::NAME
     }
 
-    fn in_transaction_is_local(&self, event: &Event) -> bool {
+    fn event_is_independent(&self, event: &Event) -> bool {
         event.kind != 1
     }
 
-    fn in_transaction(&self, tx: &mut Tx<'_, '_>, stored: &StoredEvent) -> Result<(), Reason> {
+    fn on_event_stored(&self, tx: &mut Tx<'_, '_>, stored: &StoredEvent) -> Result<(), Reason> {
         use buzz_core::store::schema::events;
         use diesel::prelude::*;
         if stored.event.kind != 1 {

@@ -25,7 +25,7 @@ use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-/// The read threads' name (`store/read_threads.rs`).
+/// The read threads' name (`store/read_workers.rs`).
 const READ_THREAD: &str = "buzz-store-read";
 /// Channel messages (kind 9), spread over `CHANNELS` channels and `AUTHORS` authors.
 const MESSAGES: i64 = 20_000;

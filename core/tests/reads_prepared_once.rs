@@ -16,7 +16,7 @@ use buzz_nostr::keys::Keys;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 
-/// The read threads' name (`store/read_threads.rs`).
+/// The read threads' name (`store/read_workers.rs`).
 const READ_THREAD: &str = "buzz-store-read";
 
 /// Statements run as plain SQL, with nothing to prepare: transaction control, pragmas,

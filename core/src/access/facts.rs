@@ -2,7 +2,8 @@
 
 use crate::community::Community;
 use crate::error::Reason;
-use crate::store::channel_state::{self, ChannelRow};
+use crate::store::channel_state::ChannelRow;
+use crate::store::community_standing;
 use crate::store::Conn;
 use buzz_nostr::event::Event;
 use buzz_policy::{ActorFacts, ChannelFacts, CommunityFacts, EventFacts};
@@ -97,7 +98,7 @@ pub(super) fn person(
     community: &Community,
     pk: &str,
 ) -> Result<Person, Reason> {
-    let standing = channel_state::standing(conn, community.id, pk)?;
+    let standing = community_standing::standing(conn, community.id, pk)?;
     let mut ban = None;
     let mut timeout_until = None;
     for sanction in standing.sanctions {

@@ -12,6 +12,7 @@ pub mod validate;
 use crate::ctx::WriteCtx;
 use crate::error::Reason;
 use crate::store::channel_state as state;
+use crate::store::community_standing as standing;
 use crate::store::threads as thread_rows;
 use crate::store::{apply_deletion, event_home, soft_delete_event, Conn, GroupWrites};
 use crate::stored::StoredEvent;
@@ -248,7 +249,7 @@ fn community_admin(
     now: i64,
 ) -> Result<(), Reason> {
     let who = member_of(event).unwrap_or_default();
-    let sanction = |kind, until| state::Sanction {
+    let sanction = |kind, until| standing::Sanction {
         pubkey: who,
         kind,
         until,
@@ -257,19 +258,19 @@ fn community_admin(
         at: now,
     };
     match event.kind {
-        COMMUNITY_ADD_MEMBER => state::add_community_member(conn, cid, who, by, now),
-        COMMUNITY_REMOVE_MEMBER => state::remove_community_member(conn, cid, who),
-        BAN => state::set_sanction(conn, cid, &sanction("ban", None)),
-        UNBAN => state::remove_sanction(conn, cid, who, "ban"),
+        COMMUNITY_ADD_MEMBER => standing::add_community_member(conn, cid, who, by, now),
+        COMMUNITY_REMOVE_MEMBER => standing::remove_community_member(conn, cid, who),
+        BAN => standing::set_sanction(conn, cid, &sanction("ban", None)),
+        UNBAN => standing::remove_sanction(conn, cid, who, "ban"),
         TIMEOUT => {
             let until = event
                 .tag_value("until")
                 .and_then(|u| u.parse::<i64>().ok())
                 .unwrap_or(0);
             if until <= now {
-                state::remove_sanction(conn, cid, who, "timeout")
+                standing::remove_sanction(conn, cid, who, "timeout")
             } else {
-                state::set_sanction(conn, cid, &sanction("timeout", Some(until)))
+                standing::set_sanction(conn, cid, &sanction("timeout", Some(until)))
             }
         }
         _ => Ok(()),

@@ -16,7 +16,7 @@
 
 use super::socket::SocketHandle;
 use crate::error::Reason;
-use crate::query::StoredAnswer;
+use crate::query_service::StoredAnswer;
 use crate::store::ReadClient;
 use actix_web::web::Bytes;
 use actix_web::HttpResponse;

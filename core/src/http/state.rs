@@ -14,7 +14,7 @@ use crate::ctx::{ConnCtx, Transport};
 use crate::error::Reason;
 use crate::ingest::Ingest;
 use crate::plugin::{Plugin, Services};
-use crate::query::QueryService;
+use crate::query_service::QueryService;
 use crate::replay::ReplayGuard;
 use actix_web::{web, HttpRequest};
 use buzz_nostr::host::authority;

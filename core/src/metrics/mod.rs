@@ -68,7 +68,9 @@ pub struct Metrics {
     query_seconds: Histogram,
     /// Refusals by `path` (`ingest`, `query`, `nip86`) and `prefix` (NIP-01 prefix).
     errors: Counters,
-    /// Plugin refusals by `plugin` and `hook` (`check_event`, `check_filter`).
+    /// Plugin refusals by `plugin` and `hook`: `check_event` (`Plugin::reject_event`),
+    /// `check_filter` (`Plugin::reject_filter`) — the hooks' former names, kept as label
+    /// values so dashboards keep working.
     plugin_rejections: Counters,
     /// NIP-86 calls by `method` (unknown methods count as `unknown`) and `outcome`.
     nip86: Counters,

@@ -60,7 +60,7 @@ pub trait PluginManifest: 'static {
     /// Every table its migrations create, in an order that respects their foreign keys.
     /// `buzz-relay copy` walks exactly these (after core's), so a plugin's data moves
     /// with the database without the command knowing it; a table a migration creates
-    /// and this list misses makes `copy` refuse to start (`store::lifecycle::tables`).
+    /// and this list misses makes `copy` refuse to start (`store::transfer::tables`).
     const TABLES: &'static [&'static str] = &[];
     /// Tables its migrations create that hold only what the plugin derives from stored
     /// events (an index it can rebuild), on either backend (a name may exist on one

@@ -8,22 +8,22 @@
 //! order, and held as `Vec<Arc<dyn Plugin>>`.
 //!
 //! How each hook group combines:
-//! - **Ingest checks** ([`Plugin::check_event`]): all run in order, after core's own checks
+//! - **Ingest checks** ([`Plugin::reject_event`]): all run in order, after core's own checks
 //!   and the access service; the first rejection wins and nothing is stored.
-//! - **In-transaction hooks** ([`Plugin::in_transaction`]): all run inside the event's
+//! - **In-transaction hooks** ([`Plugin::on_event_stored`]): all run inside the event's
 //!   storage transaction, after core stored it and updated channel and thread state; any
 //!   error rolls the event back (with every plugin change) and is the answer. A hook may
 //!   store relay-signed events of its own ([`Tx::store_relay_event`]); they commit with
 //!   the event and are delivered live after it.
-//! - **Purge hooks** ([`Plugin::on_purged`]): all run inside the transaction that
+//! - **Purge hooks** ([`Plugin::on_events_purged`]): all run inside the transaction that
 //!   deletes a batch of NIP-40-expired events, before core deletes their rows; any error
 //!   rolls the batch back (it is tried again at the next tick).
-//! - **Observers** ([`Plugin::on_committed`]): all run after the commit; they cannot fail
+//! - **Observers** ([`Plugin::on_event_committed`]): all run after the commit; they cannot fail
 //!   the write (errors are theirs to log).
 //! - **Resubmission** ([`Plugin::accepts_resubmission`]): any. Before every check but
 //!   the event's own validity (shape, id, signature), an already stored event of a kind
 //!   some plugin names, resent by its authenticated author, is answered `duplicate:`.
-//! - **Filter checks** ([`Plugin::check_filter`]): all run on every filter no plugin
+//! - **Filter checks** ([`Plugin::reject_filter`]): all run on every filter no plugin
 //!   claimed, before anything is served; the first rejection wins.
 //! - **Filter claims** ([`Plugin::claims_filter`] / [`Plugin::answer_claimed`]):
 //!   exclusive; the first plugin that claims a filter answers it, with all its claimed
@@ -31,14 +31,14 @@
 //!   filter the plugin calls an action ([`Plugin::is_action`]) must be alone in its
 //!   query and come over `POST /query`.
 //! - **Live fan-out contributions**: additive. A plugin publishes relay-made events with
-//!   [`Services::bus`] (from [`Plugin::on_committed`] or a background task); every
+//!   [`Services::bus`] (from [`Plugin::on_event_committed`] or a background task); every
 //!   connection delivers them through its own access scope and subscription filters, as
 //!   it does stored events, and across relay processes when the bus is Redis.
 //! - **Live claimed filters** ([`Plugin::live_condition`]): a claimed filter whose
 //!   plugin gives a condition stays live on a WebSocket subscription like core's
 //!   filters: new events matching its NIP-01 fields and the condition are delivered
 //!   through the reader's scope.
-//! - **Counting claimed filters** ([`Plugin::count_claimed`]): a NIP-45 `COUNT` whose
+//! - **Counting claimed filters** ([`Plugin::answer_count`]): a NIP-45 `COUNT` whose
 //!   filters one plugin claimed is its to answer; otherwise claimed filters are refused.
 //! - **Message verbs** ([`Plugin::message_verbs`] / [`Plugin::answer_message`]):
 //!   exclusive per verb, first plugin wins; verbs no plugin takes are core's to answer.
@@ -190,64 +190,26 @@ pub enum QueryAnswer {
     Object(Value),
 }
 
+/// A running plugin, as a contract in three parts; everything has a default, so a plugin
+/// implements only what it uses.
+///
+/// 1. **Declarations** — pure answers about an event, a filter or a verb, with no I/O and
+///    no connection context: `name`, `claims_filter`, `is_action`, `refuse_action`,
+///    `live_condition`, `accepts_resubmission`, `event_is_independent`, `message_verbs`,
+///    `extend_nip11`. Core may ask them at any time and more than once. (What a plugin
+///    declares before it runs — reserved kinds, tables, routes, config — is its
+///    [`PluginManifest`].)
+/// 2. **Hooks** — called as requests and events go through the relay, one naming scheme:
+///    `reject_*` may refuse what is about to happen (the first refusal wins),
+///    `on_*` follows what happened, `answer_*` answers what this plugin claimed.
+/// 3. **Start-up contributions** — `routes` and `background`, taken once when the relay
+///    starts.
 #[async_trait::async_trait]
 pub trait Plugin: Send + Sync + 'static {
+    // ---- Declarations: pure, no I/O, asked at any time. ----
+
     /// The config name (`[plugins.<name>]`), equal to its manifest's `NAME`.
     fn name(&self) -> &'static str;
-
-    /// Add this plugin's fields to the NIP-11 document.
-    fn extend_nip11(&self, _doc: &mut Map<String, Value>) {}
-
-    /// Reject an event before it is stored. First rejection wins.
-    async fn check_event(&self, _ctx: &ConnCtx, _event: &Event) -> Result<(), Reason> {
-        Ok(())
-    }
-
-    /// Should an exact resubmission of `event` — its id already stored in this
-    /// community (removed since or not), sent again by its authenticated author — be
-    /// answered `duplicate:` (accepted) before any other check? Any plugin saying yes
-    /// decides. For kinds whose acceptance is a state change a client must be able to
-    /// confirm after a lost `OK` (a compare-and-swap revision), even once the author has
-    /// lost access: the author signed the event, so the answer tells them nothing new.
-    fn accepts_resubmission(&self, _event: &Event) -> bool {
-        false
-    }
-
-    /// Keep plugin state in step with a just-stored event, in the same transaction.
-    /// An error rolls the event back and becomes the client's answer. May run twice for
-    /// one event (the writer replays a failed batch job by job), so it must only act
-    /// through `tx`.
-    fn in_transaction(&self, _tx: &mut Tx<'_, '_>, _event: &StoredEvent) -> Result<(), Reason> {
-        Ok(())
-    }
-
-    /// Whether [`Plugin::in_transaction`] for `event` keeps to this plugin's own rows
-    /// (or does nothing): it reads and changes no other *event's* rows. When every
-    /// plugin says so and core's own bookkeeping allows it, the PostgreSQL writer may
-    /// insert `event` in one statement with its neighbours in the group commit before
-    /// running each event's hooks in submission order, so a hook could otherwise see
-    /// the rows of events queued behind its own. Return `false` for kinds whose hook
-    /// reads the events or tag tables (to find a current version, say); such an event
-    /// is then inserted on its own, in its place in the queue.
-    fn in_transaction_is_local(&self, _event: &Event) -> bool {
-        true
-    }
-
-    /// Take out this plugin's rows for events the NIP-40 purge is deleting, in the
-    /// purge's transaction (core deletes the events after every plugin's hook ran, so
-    /// their rows are still readable here). Must be idempotent: on PostgreSQL another
-    /// process never gets the same events, but a failed batch is tried again.
-    fn on_purged(&self, _conn: &mut Conn<'_>, _purged: &[PurgedEvent]) -> Result<(), Reason> {
-        Ok(())
-    }
-
-    /// Observe a committed event. Never fails the write.
-    async fn on_committed(&self, _ctx: &ConnCtx, _event: &StoredEvent) {}
-
-    /// Reject a filter before anything is served. First rejection wins.
-    fn check_filter(&self, _ctx: &ConnCtx, _filter: &Filter) -> Result<(), Reason> {
-        Ok(())
-    }
 
     /// Claim a filter (usually by its extension fields). Claims are exclusive.
     fn claims_filter(&self, _filter: &Filter) -> bool {
@@ -268,6 +230,86 @@ pub trait Plugin: Send + Sync + 'static {
         Reason::Invalid(why)
     }
 
+    /// Keep a claimed filter live on a WebSocket subscription: after the answer, new
+    /// events that satisfy the filter's NIP-01 fields and the returned condition are
+    /// delivered, through the reader's scope like every live event. The condition runs
+    /// in process for each candidate event (no I/O). `None` (the default): the filter is
+    /// answered once and receives nothing live.
+    fn live_condition(&self, _filter: &Filter) -> Option<LiveCondition> {
+        None
+    }
+
+    /// Should an exact resubmission of `event` — its id already stored in this
+    /// community (removed since or not), sent again by its authenticated author — be
+    /// answered `duplicate:` (accepted) before any other check? Any plugin saying yes
+    /// decides. For kinds whose acceptance is a state change a client must be able to
+    /// confirm after a lost `OK` (a compare-and-swap revision), even once the author has
+    /// lost access: the author signed the event, so the answer tells them nothing new.
+    fn accepts_resubmission(&self, _event: &Event) -> bool {
+        false
+    }
+
+    /// Whether `event` stays *independent* as far as this plugin is concerned (the word of
+    /// [`buzz_nostr::kinds::independent`] and `Store::write_event`): its
+    /// [`Plugin::on_event_stored`] keeps to this plugin's own rows (or does nothing) and
+    /// reads and changes no other *event's* rows. When every plugin says so and core's
+    /// own bookkeeping allows it, the PostgreSQL writer may
+    /// insert `event` in one statement with its neighbours in the group commit before
+    /// running each event's hooks in submission order, so a hook could otherwise see
+    /// the rows of events queued behind its own. Return `false` for kinds whose hook
+    /// reads the events or tag tables (to find a current version, say); such an event
+    /// is then inserted on its own, in its place in the queue.
+    fn event_is_independent(&self, _event: &Event) -> bool {
+        true
+    }
+
+    /// WebSocket message verbs this plugin serves besides NIP-01's and NIP-45's (NIP-77's
+    /// `NEG-OPEN`, `NEG-MSG`, `NEG-CLOSE`, say). The first enabled plugin naming a verb
+    /// gets every message of it; core answers verbs no plugin takes (NIP-77's with
+    /// `NEG-ERR`, others with a `NOTICE`).
+    fn message_verbs(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// Add this plugin's fields to the NIP-11 document.
+    fn extend_nip11(&self, _doc: &mut Map<String, Value>) {}
+
+    // ---- Hooks: `reject_*` may refuse, `on_*` follows what happened, `answer_*`
+    // answers what this plugin claimed. ----
+
+    /// Reject an event before it is stored. First rejection wins.
+    async fn reject_event(&self, _ctx: &ConnCtx, _event: &Event) -> Result<(), Reason> {
+        Ok(())
+    }
+
+    /// Keep plugin state in step with a just-stored event, in the same transaction.
+    /// An error rolls the event back and becomes the client's answer. May run twice for
+    /// one event (the writer reruns a failed batch job by job), so it must only act
+    /// through `tx`.
+    fn on_event_stored(&self, _tx: &mut Tx<'_, '_>, _event: &StoredEvent) -> Result<(), Reason> {
+        Ok(())
+    }
+
+    /// Observe a committed event. Never fails the write.
+    async fn on_event_committed(&self, _ctx: &ConnCtx, _event: &StoredEvent) {}
+
+    /// Take out this plugin's rows for events the NIP-40 purge is deleting, in the
+    /// purge's transaction (core deletes the events after every plugin's hook ran, so
+    /// their rows are still readable here). Must be idempotent: on PostgreSQL another
+    /// process never gets the same events, but a failed batch is tried again.
+    fn on_events_purged(
+        &self,
+        _conn: &mut Conn<'_>,
+        _purged: &[PurgedEvent],
+    ) -> Result<(), Reason> {
+        Ok(())
+    }
+
+    /// Reject a filter before anything is served. First rejection wins.
+    fn reject_filter(&self, _ctx: &ConnCtx, _filter: &Filter) -> Result<(), Reason> {
+        Ok(())
+    }
+
     /// Answer every filter of one query that this plugin claimed.
     async fn answer_claimed(
         &self,
@@ -280,20 +322,11 @@ pub trait Plugin: Send + Sync + 'static {
         )))
     }
 
-    /// Keep a claimed filter live on a WebSocket subscription: after the answer, new
-    /// events that satisfy the filter's NIP-01 fields and the returned condition are
-    /// delivered, through the reader's scope like every live event. The condition runs
-    /// in process for each candidate event (no I/O). `None` (the default): the filter is
-    /// answered once and receives nothing live.
-    fn live_condition(&self, _filter: &Filter) -> Option<LiveCondition> {
-        None
-    }
-
     /// NIP-45 `COUNT` of `filters`, every filter of one `COUNT`, all claimed by this
     /// plugin: the number of distinct events they match within the caller's read scope,
     /// `approximate` when the plugin stopped counting at a bound of its own rather than
     /// scan on. `Ok(None)` (the default): core refuses the `COUNT` with `invalid:`.
-    async fn count_claimed(
+    async fn answer_count(
         &self,
         _ctx: &ConnCtx,
         _filters: Vec<Filter>,
@@ -301,21 +334,13 @@ pub trait Plugin: Send + Sync + 'static {
         Ok(None)
     }
 
-    /// WebSocket message verbs this plugin serves besides NIP-01's and NIP-45's (NIP-77's
-    /// `NEG-OPEN`, `NEG-MSG`, `NEG-CLOSE`, say). The first enabled plugin naming a verb
-    /// gets every message of it; core answers verbs no plugin takes (NIP-77's with
-    /// `NEG-ERR`, others with a `NOTICE`).
-    fn message_verbs(&self) -> &'static [&'static str] {
-        &[]
-    }
-
     /// Answer one message whose verb is in [`Plugin::message_verbs`]: `message` is the
     /// whole array, verb first; `connection` tells one WebSocket connection from
     /// another (state kept per connection is keyed by it and dropped in
-    /// [`Plugin::connection_closed`]). Returns the relay messages to send back, in order,
+    /// [`Plugin::on_connection_closed`]). Returns the relay messages to send back, in order,
     /// each a JSON array; an `Err` is sent as a `NOTICE`. What it reads goes through the
     /// checks of every read path — `queries`' [`PlainReads::check_plain`] (bounds,
-    /// core's anonymous rule, every plugin's `check_filter`), then the caller's scope from
+    /// core's anonymous rule, every plugin's `reject_filter`), then the caller's scope from
     /// [`Services::access`] — so the auth rules of REQ hold for it too.
     async fn answer_message(
         &self,
@@ -332,7 +357,9 @@ pub trait Plugin: Send + Sync + 'static {
 
     /// A WebSocket connection has ended (called for every plugin that declares message
     /// verbs, whether or not the connection sent any).
-    fn connection_closed(&self, _connection: u64) {}
+    fn on_connection_closed(&self, _connection: u64) {}
+
+    // ---- Start-up contributions: taken once when the relay starts. ----
 
     /// HTTP routes to mount (`routes.rs`).
     fn routes(self: Arc<Self>) -> Vec<Route> {

@@ -9,6 +9,7 @@ mod change_mark;
 pub mod channel_state;
 mod checkpoint;
 mod communities;
+pub mod community_standing;
 mod conn;
 mod conn_state;
 mod error;
@@ -17,7 +18,6 @@ mod group_insert;
 mod group_writes;
 mod identity;
 pub mod inspect;
-pub mod lifecycle;
 mod lookups;
 mod migrate;
 pub mod moderation;
@@ -31,12 +31,13 @@ mod read_client;
 mod read_lanes;
 use read_lanes::Admission;
 mod read_slow;
-mod read_threads;
+mod read_workers;
 mod readable_fn;
 pub mod schema;
 mod stats;
 mod tag_on_row;
 pub mod threads;
+pub mod transfer;
 mod writer;
 
 use change_mark::ChangeCounter;
@@ -91,7 +92,7 @@ pub struct Store {
 struct Inner {
     backend: Backend,
     pool: Pool,
-    reads: read_threads::ReadThreads,
+    reads: read_workers::ReadWorkers,
     /// How long one read may run on SQLite (`None`: no bound).
     read_timeout: Option<std::time::Duration>,
     writer: Writer,
@@ -166,9 +167,9 @@ impl Store {
                 )));
             }
         }
-        // Never serve a half-copied database (`lifecycle/copy.rs`).
+        // Never serve a half-copied database (`transfer/copy.rs`).
         let marker = pool
-            .with_conn(|mut conn| lifecycle::copy::unfinished(&mut conn))
+            .with_conn(|mut conn| transfer::copy::unfinished(&mut conn))
             .map_err(|e| StoreError::Connect(e.to_string()))?;
         if let Some(marker) = marker {
             return Err(StoreError::UnfinishedCopy(marker));
@@ -177,7 +178,7 @@ impl Store {
         pool.pin_planner_stats()?;
         let changes = Arc::new(ChangeCounter::default());
         let writer = Writer::start(pool.clone(), changes.clone())?;
-        let reads = read_threads::ReadThreads::start(
+        let reads = read_workers::ReadWorkers::start(
             pool_size as usize,
             bounds.max_reads_per_client,
             std::time::Duration::from_millis(bounds.slow_read_ms),
@@ -321,7 +322,7 @@ impl Store {
     }
 
     /// Run `f` inside the writer's group transaction. An `Err` rolls back only this job
-    /// (the batch is then replayed with a savepoint per job, so `f` may run twice: it must
+    /// (the batch is then rerun with a savepoint per job, so `f` may run twice: it must
     /// not consume what it captured); the answer arrives after the group's commit, so
     /// `Ok` means durable.
     pub async fn write<R, F>(&self, f: F) -> Result<R, Reason>

@@ -1,7 +1,7 @@
 //! Reading a community's moderation state as lists: sanctions, listed members, events
 //! removed by moderators. NIP-86's `list*` methods and `buzz-admin`'s Moderation pane
 //! read these; the rows themselves are written by the 9040–9044 and 9005 events
-//! (`channels/mod.rs`, `channel_state.rs`).
+//! (`channels/mod.rs`, `community_standing.rs`).
 
 use super::schema::{community_members, community_sanctions, event_tags, events};
 use crate::error::Reason;

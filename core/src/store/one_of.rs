@@ -237,7 +237,7 @@ mod tests {
             // A distinct cacheable text each time, as distinct filter shapes would be.
             let text = format!("UPDATE notes SET kind = kind WHERE seq = ? + {n}");
             let binds = [crate::store::prepared::Val::I(0)];
-            crate::store::prepared::Prepared::new(&text, &binds)
+            crate::store::prepared::CachedStatement::new(&text, &binds)
                 .execute(&mut conn)
                 .expect("statement");
             assert_eq!(cached(&mut conn), n + 1);

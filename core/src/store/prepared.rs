@@ -8,7 +8,7 @@
 //! it never caches `diesel::sql_query`, any `UPDATE` (its changeset could leave columns
 //! out) or `ON CONFLICT … DO UPDATE`. Such a statement is parsed and planned on every
 //! call: on SQLite a parse on the storage writer for every ingested message, on
-//! PostgreSQL an extra round trip per statement. [`Prepared`] tells diesel its text is
+//! PostgreSQL an extra round trip per statement. [`CachedStatement`] tells diesel its text is
 //! safe to cache, so the connection's statement cache (keyed by the SQL text and bind
 //! types) prepares it once, and later calls only bind and execute.
 
@@ -33,18 +33,18 @@ pub enum Val<'a> {
 /// A statement written with `?` placeholders and its values, cached as a prepared
 /// statement by the connection (see the module doc). The text must not contain `?`
 /// anywhere but as a placeholder (no string literals with one).
-pub struct Prepared<'a> {
+pub struct CachedStatement<'a> {
     text: &'a str,
     binds: &'a [Val<'a>],
 }
 
-impl<'a> Prepared<'a> {
-    pub fn new(text: &'a str, binds: &'a [Val<'a>]) -> Prepared<'a> {
-        Prepared { text, binds }
+impl<'a> CachedStatement<'a> {
+    pub fn new(text: &'a str, binds: &'a [Val<'a>]) -> CachedStatement<'a> {
+        CachedStatement { text, binds }
     }
 }
 
-impl<DB> QueryFragment<DB> for Prepared<'_>
+impl<DB> QueryFragment<DB> for CachedStatement<'_>
 where
     DB: Backend + HasSqlType<BigInt> + HasSqlType<Text> + HasSqlType<Bool>,
     i64: ToSql<BigInt, DB>,
@@ -82,23 +82,23 @@ where
 }
 
 /// No static id: the cache keys the statement by its SQL text and bind types.
-impl QueryId for Prepared<'_> {
+impl QueryId for CachedStatement<'_> {
     type QueryId = ();
     const HAS_STATIC_QUERY_ID: bool = false;
 }
 
-impl Query for Prepared<'_> {
+impl Query for CachedStatement<'_> {
     type SqlType = Untyped;
 }
 
-impl<C> RunQueryDsl<C> for Prepared<'_> {}
+impl<C> RunQueryDsl<C> for CachedStatement<'_> {}
 
 /// Run a query written with `?` placeholders, binding `binds` in order.
 pub fn load<R>(conn: &mut Conn<'_>, text: &str, binds: &[Val<'_>]) -> Result<Vec<R>, Reason>
 where
     R: QueryableByName<diesel::sqlite::Sqlite> + QueryableByName<diesel::pg::Pg> + 'static,
 {
-    let query = Prepared::new(text, binds);
+    let query = CachedStatement::new(text, binds);
     Ok(crate::with_conn!(conn, |c| query.load(c))?)
 }
 
@@ -112,7 +112,7 @@ where
 
 /// Run a statement that returns no rows; the number of rows it changed.
 pub fn execute(conn: &mut Conn<'_>, text: &str, binds: &[Val<'_>]) -> Result<usize, Reason> {
-    let query = Prepared::new(text, binds);
+    let query = CachedStatement::new(text, binds);
     Ok(crate::with_conn!(conn, |c| query.execute(c))?)
 }
 
@@ -121,7 +121,7 @@ mod tests {
     use super::*;
     use diesel::query_builder::QueryBuilder;
 
-    fn text_for<DB>(query: &Prepared<'_>) -> String
+    fn text_for<DB>(query: &CachedStatement<'_>) -> String
     where
         DB: Backend + HasSqlType<BigInt> + HasSqlType<Text> + HasSqlType<Bool> + Default,
         DB::QueryBuilder: Default,
@@ -141,7 +141,7 @@ mod tests {
     #[test]
     fn placeholders_are_spelled_per_backend() {
         let binds = [Val::I(1), Val::T("x")];
-        let query = Prepared::new("SELECT a FROM t WHERE b = ? AND c > ?", &binds);
+        let query = CachedStatement::new("SELECT a FROM t WHERE b = ? AND c > ?", &binds);
         assert_eq!(
             text_for::<diesel::sqlite::Sqlite>(&query),
             "SELECT a FROM t WHERE b = ? AND c > ?"
@@ -156,11 +156,11 @@ mod tests {
     fn placeholder_and_value_counts_must_agree() {
         let mut builder = <diesel::pg::Pg as Backend>::QueryBuilder::default();
         let one = [Val::I(1)];
-        assert!(Prepared::new("SELECT ?, ?", &one)
+        assert!(CachedStatement::new("SELECT ?, ?", &one)
             .to_sql(&mut builder, &diesel::pg::Pg)
             .is_err());
         let mut builder = <diesel::pg::Pg as Backend>::QueryBuilder::default();
-        assert!(Prepared::new("SELECT 1", &one)
+        assert!(CachedStatement::new("SELECT 1", &one)
             .to_sql(&mut builder, &diesel::pg::Pg)
             .is_err());
     }

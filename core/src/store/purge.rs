@@ -1,7 +1,7 @@
 //! NIP-40 purge: expired events leave the disk. Reads already skip them
 //! (`store/query/`); this deletes them, a batch at a time, with every row of core's
 //! that references them. Plugins take out their own rows through
-//! `Plugin::on_purged`, in the same transaction (`crate::expiry` runs both).
+//! `Plugin::on_events_purged`, in the same transaction (`crate::expiry` runs both).
 
 use crate::error::Reason;
 use crate::store::prepared::{self, Val};
@@ -14,7 +14,7 @@ use diesel::sql_types::{BigInt, Integer, Text};
 /// Rows one `DELETE … IN (…)` names.
 const DELETE_CHUNK: usize = 500;
 
-/// One expired event the purge is deleting, as plugins' `on_purged` hooks see it.
+/// One expired event the purge is deleting, as plugins' `on_events_purged` hooks see it.
 #[derive(Debug, Clone, PartialEq, Eq, QueryableByName)]
 pub struct PurgedEvent {
     #[diesel(sql_type = BigInt)]

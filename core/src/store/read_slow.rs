@@ -77,7 +77,7 @@ impl SlowReaders {
 
 #[cfg(test)]
 mod tests {
-    use super::super::read_threads::ReadThreads;
+    use super::super::read_workers::ReadWorkers;
     use super::*;
     use std::sync::mpsc;
 
@@ -90,7 +90,7 @@ mod tests {
     /// there at once.
     #[tokio::test]
     async fn a_slow_reader_leaves_one_thread_to_the_others() {
-        let threads = ReadThreads::start(2, 0, Duration::from_millis(5)).expect("start");
+        let threads = ReadWorkers::start(2, 0, Duration::from_millis(5)).expect("start");
         let slow = threads.spawn(client(1), || std::thread::sleep(Duration::from_millis(20)));
         slow.expect("admitted").await.expect("read");
 

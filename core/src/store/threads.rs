@@ -1,4 +1,5 @@
-//! Thread metadata rows, computed at ingest in the event's transaction (NIP-CW
+//! Conversation thread metadata rows (NIP-10 threads; the OS threads that run reads are
+//! `read_workers.rs`'s), computed at ingest in the event's transaction (NIP-CW
 //! "Top-level Classification"): parent, root, depth, broadcast, the ancestor path, and
 //! on every ancestor the reply and descendant counts and the newest reply time. What a
 //! reply *is* (NIP-10 markers, broadcast) is decided in `channels/threads.rs`.

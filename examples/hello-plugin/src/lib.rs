@@ -4,10 +4,10 @@
 //! | what | where | behaviour |
 //! |---|---|---|
 //! | manifest | [`HelloPlugin`] | name, section type with defaults and validation, an env alias, a reserved kind, its table, an admin panel |
-//! | [`Plugin::check_event`] | `plugin.rs` | refuses content containing a configured banned word (`blocked:`) |
-//! | [`Plugin::in_transaction`] | `plugin.rs` | counts the stored event in `hello_counts` (same transaction); every `milestone`-th event of a kind stores a relay-signed note about it, delivered live after the commit |
-//! | [`Plugin::on_committed`] | `plugin.rs` | contributes the fresh kind-20999 stats event to live fan-out |
-//! | [`Plugin::check_filter`] | `plugin.rs` | `hello_stats` with any value but `true` is `invalid:` |
+//! | [`Plugin::reject_event`] | `plugin.rs` | refuses content containing a configured banned word (`blocked:`) |
+//! | [`Plugin::on_event_stored`] | `plugin.rs` | counts the stored event in `hello_counts` (same transaction); every `milestone`-th event of a kind stores a relay-signed note about it, delivered live after the commit |
+//! | [`Plugin::on_event_committed`] | `plugin.rs` | contributes the fresh kind-20999 stats event to live fan-out |
+//! | [`Plugin::reject_filter`] | `plugin.rs` | `hello_stats` with any value but `true` is `invalid:` |
 //! | [`Plugin::claims_filter`] / [`Plugin::answer_claimed`] | `plugin.rs` | `"hello_stats": true` → one relay-signed kind-20999 event; `"hello_counts": true` → a JSON object (`POST /query` only) |
 //! | [`Plugin::routes`] | `routes.rs` | `GET /hello/stats` (public) the counts; `POST /hello/reset` (NIP-98, community owners) forgets them |
 //! | [`Plugin::extend_nip11`] | `plugin.rs` | adds `"hello": {"banned_words": N}` |

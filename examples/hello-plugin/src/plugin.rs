@@ -95,7 +95,7 @@ impl Plugin for Hello {
         doc.insert(NAME.into(), json!({ "banned_words": self.banned.len() }));
     }
 
-    async fn check_event(&self, _ctx: &ConnCtx, event: &Event) -> Result<(), Reason> {
+    async fn reject_event(&self, _ctx: &ConnCtx, event: &Event) -> Result<(), Reason> {
         let content = event.content.to_lowercase();
         if self
             .banned
@@ -109,7 +109,7 @@ impl Plugin for Hello {
 
     /// Count the event in the same transaction; on a milestone, store a relay-signed note
     /// that commits (or rolls back) with it.
-    fn in_transaction(&self, tx: &mut Tx<'_, '_>, stored: &StoredEvent) -> Result<(), Reason> {
+    fn on_event_stored(&self, tx: &mut Tx<'_, '_>, stored: &StoredEvent) -> Result<(), Reason> {
         let kind = stored.event.kind;
         let count = counts::bump(tx.conn, tx.ctx.community_id, kind)?;
         if self.milestone > 0 && count % self.milestone == 0 {
@@ -127,7 +127,7 @@ impl Plugin for Hello {
         Ok(())
     }
 
-    async fn on_committed(&self, _ctx: &ConnCtx, stored: &StoredEvent) {
+    async fn on_event_committed(&self, _ctx: &ConnCtx, stored: &StoredEvent) {
         // Subscribers whose filters match kind 20999 in this community see the new counts
         // at once. The stats event is ephemeral: it goes to the bus, never to storage.
         if let Err(err) = self.publish_stats(stored.community_id).await {
@@ -136,7 +136,7 @@ impl Plugin for Hello {
         }
     }
 
-    fn check_filter(&self, _ctx: &ConnCtx, filter: &Filter) -> Result<(), Reason> {
+    fn reject_filter(&self, _ctx: &ConnCtx, filter: &Filter) -> Result<(), Reason> {
         for key in [STATS_KEY, COUNTS_KEY] {
             if filter
                 .extensions

@@ -61,7 +61,7 @@ async fn enabled_plugin_filters_counts_claims_and_mounts() {
     let keys = Keys::generate();
     let mut ws = relay.ws().await;
 
-    // check_event: a banned word (any case) is refused and nothing is stored.
+    // reject_event: a banned word (any case) is refused and nothing is stored.
     let banned = keys.sign(1, vec![], "this is FORBIDDEN talk", now());
     let (ok, msg) = ws.publish(&banned).await;
     assert!(!ok && msg.starts_with("blocked:"), "{msg}");
@@ -145,7 +145,7 @@ async fn enabled_plugin_filters_counts_claims_and_mounts() {
     relay.stop().await;
 }
 
-/// on_committed contributes the fresh counts to live fan-out, and only within the
+/// on_event_committed contributes the fresh counts to live fan-out, and only within the
 /// community where the event was stored.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stored_events_push_live_stats_to_subscribers() {
@@ -230,11 +230,11 @@ async fn disabled_plugin_leaves_no_trace() {
     relay.stop().await;
 }
 
-/// in_transaction: counts live in the plugin's table (they survive a restart), and a
+/// on_event_stored: counts live in the plugin's table (they survive a restart), and a
 /// milestone stores a relay-signed note in the same transaction, delivered live.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn counts_commit_with_their_event_and_milestones_are_relay_events() {
-    let (mut relay, _) = start_with("hello::in_transaction", true, json!({"milestone": 2})).await;
+    let (mut relay, _) = start_with("hello::on_event_stored", true, json!({"milestone": 2})).await;
     let keys = Keys::generate();
     let mut watcher = relay.ws().await;
     watcher
@@ -271,7 +271,7 @@ async fn counts_commit_with_their_event_and_milestones_are_relay_events() {
     relay.stop().await;
 }
 
-/// check_filter, the object answer, and reserved kinds.
+/// reject_filter, the object answer, and reserved kinds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn filters_are_checked_objects_are_http_only_and_the_stats_kind_is_reserved() {
     let relay = start("hello::filters", true).await;

@@ -17,7 +17,7 @@ use buzz_core::stored::StoredEvent;
 use buzz_nostr::event::Event;
 use buzz_nostr::keys::Keys;
 
-/// Events per writer job on SQLite. A failing batch is replayed with a savepoint per job,
+/// Events per writer job on SQLite. A failing batch is rerun with a savepoint per job,
 /// and with SQLite's in-memory sub-journal every statement costs time proportional to
 /// what the savepoint has changed so far (`memjrnlTruncate`), so big jobs are quadratic.
 /// Many small jobs in flight at once keep seeding linear; the writer group-commits them.

@@ -4,10 +4,10 @@
 //!
 //! | hook | behaviour |
 //! |---|---|
-//! | `check_event` | the envelope (`envelope.rs`, every "Event format" rule → `invalid: <rule>`); the edit rules against the revision `prev` names (`write.rs`): type immutable, update keeps `h`, move changes it (write permission in the source too), delete → only restore, root anchors; kind 5 naming a revision refused |
+//! | `reject_event` | the envelope (`envelope.rs`, every "Event format" rule → `invalid: <rule>`); the edit rules against the revision `prev` names (`write.rs`): type immutable, update keeps `h`, move changes it (write permission in the source too), delete → only restore, root anchors; kind 5 naming a revision refused |
 //! | `accepts_resubmission` | an accepted revision sent again → `OK true` (`duplicate:`), before any check |
-//! | `in_transaction` | the compare-and-swap on the head row (`heads.rs`: a conflict rolls the event back → `conflict:`, HTTP 409), the revision row, the current tags; a move stores the relay-signed kind-45011 removal in the source; a kind-9005 removal of a revision redacts it |
-//! | `check_filter` | a plain filter on kind 45010 with a multi-character tag → `invalid:` pointing to the artifact query |
+//! | `on_event_stored` | the compare-and-swap on the head row (`heads.rs`: a conflict rolls the event back → `conflict:`, HTTP 409), the revision row, the current tags; a move stores the relay-signed kind-45011 removal in the source; a kind-9005 removal of a revision redacts it |
+//! | `reject_filter` | a plain filter on kind 45010 with a multi-character tag → `invalid:` pointing to the artifact query |
 //! | `claims_filter` / `answer_claimed` | `{"artifact":"current",…}` and `{"artifact":"history","#d":[…]}` (grammar `query.rs`, SQL `query.rs` / `history.rs`), answered by `answer.rs`: planned from stored sizes, refused over `max_answer_bytes` before any body is read, admitted within the process's `answer_memory_bytes` (`memory.rs`), loaded a chunk at a time |
 //! | `extend_nip11` | `"artifacts"`: the enforced limits (`limits.rs`) |
 //!

@@ -79,7 +79,7 @@ impl Plugin for Artifacts {
         }
     }
 
-    async fn check_event(&self, ctx: &ConnCtx, event: &Event) -> Result<(), Reason> {
+    async fn reject_event(&self, ctx: &ConnCtx, event: &Event) -> Result<(), Reason> {
         match event.kind {
             REVISION_KIND => {
                 let env = envelope::parse(event, &self.limits)?;
@@ -100,14 +100,14 @@ impl Plugin for Artifacts {
     /// Revisions and removals change the heads in submission order and read the rows
     /// of earlier revisions: each is inserted on its own in PostgreSQL's group commit,
     /// never beside events queued behind it.
-    fn in_transaction_is_local(&self, event: &Event) -> bool {
+    fn event_is_independent(&self, event: &Event) -> bool {
         !matches!(event.kind, REVISION_KIND | MODERATE_REMOVE)
     }
 
     /// The compare-and-swap on the head, the revision row, the current tags; for a move
     /// the removal marker in the source — all in the revision's transaction. A 9005
     /// removal of a revision redacts it (and retires its artifact if it was current).
-    fn in_transaction(&self, tx: &mut Tx<'_, '_>, stored: &StoredEvent) -> Result<(), Reason> {
+    fn on_event_stored(&self, tx: &mut Tx<'_, '_>, stored: &StoredEvent) -> Result<(), Reason> {
         let event = &stored.event;
         let community = tx.ctx.community_id;
         match event.kind {
@@ -145,7 +145,7 @@ impl Plugin for Artifacts {
 
     /// A plain filter on kind 45010 with a multi-character tag would match every stored
     /// revision, not current state: refused with a pointer to the artifact query.
-    fn check_filter(&self, _ctx: &ConnCtx, filter: &Filter) -> Result<(), Reason> {
+    fn reject_filter(&self, _ctx: &ConnCtx, filter: &Filter) -> Result<(), Reason> {
         let revisions = filter
             .kinds
             .as_ref()

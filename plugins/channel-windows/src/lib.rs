@@ -2,7 +2,7 @@
 //!
 //! The plugin claims four kinds of extended NIP-01 filter and answers them with ordinary
 //! signed events, on `POST /query` and WebSocket `REQ` alike (both reach
-//! [`buzz_core::query::QueryService`], which hands claimed filters to
+//! [`buzz_core::query_service::QueryService`], which hands claimed filters to
 //! [`ChannelWindows`]'s `answer`):
 //!
 //! | filter | mode | answer |

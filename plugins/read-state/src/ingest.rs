@@ -1,5 +1,5 @@
 //! Read state kept in step with ingest, inside the message's own transaction
-//! (`Plugin::in_transaction`): it commits or rolls back with the message.
+//! (`Plugin::on_event_stored`): it commits or rolls back with the message.
 //!
 //! - Posting marks read: the author's position moves through their own message in each
 //!   scope it shows in (the timeline for a top-level message or broadcast reply, the

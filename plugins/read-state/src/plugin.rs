@@ -14,7 +14,7 @@ use buzz_core::plugin::{
     Plugin, PluginRequest, PluginResponse, PurgedEvent, Route, RouteAuth, RouteHandler,
     RouteMethod, Services, Tx,
 };
-use buzz_core::store::{channel_state, Conn};
+use buzz_core::store::{community_standing, Conn};
 use buzz_core::stored::StoredEvent;
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
@@ -56,7 +56,7 @@ impl ReadState {
             .services
             .store
             .read(move |mut conn| {
-                Ok(channel_state::standing(&mut conn, cid, &pk)?
+                Ok(community_standing::standing(&mut conn, cid, &pk)?
                     .sanctions
                     .iter()
                     .any(|s| s.kind == "ban"))
@@ -140,7 +140,7 @@ impl Plugin for ReadState {
         );
     }
 
-    fn in_transaction(&self, tx: &mut Tx<'_, '_>, event: &StoredEvent) -> Result<(), Reason> {
+    fn on_event_stored(&self, tx: &mut Tx<'_, '_>, event: &StoredEvent) -> Result<(), Reason> {
         let bounds = ingest::Bounds {
             max_mentions: self.config.max_message_mentions,
             skew: self.skew,
@@ -150,7 +150,7 @@ impl Plugin for ReadState {
 
     /// A NIP-40-expired message takes its mentions with it (counts already skip it:
     /// they join `events`; this gives the rows back).
-    fn on_purged(&self, conn: &mut Conn<'_>, purged: &[PurgedEvent]) -> Result<(), Reason> {
+    fn on_events_purged(&self, conn: &mut Conn<'_>, purged: &[PurgedEvent]) -> Result<(), Reason> {
         for event in purged {
             crate::frontiers::drop_mentions(conn, event.community_id, &event.id)?;
         }

@@ -1,5 +1,5 @@
 //! NIP-40 purge and read state: when core purges an expired message, the mention rows
-//! it made go in the same transaction (`Plugin::on_purged`); a lasting message's stay.
+//! it made go in the same transaction (`Plugin::on_events_purged`); a lasting message's stay.
 //! On SQLite and PostgreSQL.
 
 mod common;

@@ -5,7 +5,7 @@
 //! together, the hook adds the message's document here instead ([`Tx::group_rows`]) and
 //! the group's documents are written with one `UNNEST` insert after its last member.
 //! Safe to wait: no hook of a grouped event reads the index (deletions, removals and
-//! revisions, which do, are never grouped: `in_transaction_is_local`).
+//! revisions, which do, are never grouped: `event_is_independent`).
 //!
 //! [`Tx::group_rows`]: buzz_core::plugin::Tx::group_rows
 

@@ -3,9 +3,9 @@
 //! | hook | behaviour |
 //! |---|---|
 //! | `claims_filter` / `answer_claimed` | every filter with `"search"`: parsed (`query.rs`, refusals `invalid:`), before AUTH `auth-required:` when it could match channel data (core's rule, on the kinds searched), identical filters merged and at most `max_search_filters` distinct ones, then read within the reader's scope and the filter's other fields as keys, the index walk naming the reader's places (`scope.rs`) and examining at most `max_count_rows` matches (`search.rs`), ranked within `max_ranked_bytes` and the process's `rank_memory_bytes` (`rank.rs`, `memory.rs`), `limit` last, answered as keys whose bodies core sends a page at a time |
-//! | `count_claimed` | NIP-45 `COUNT` of search filters: the same matches, counted, at most `max_count_rows` examined per filter (past them: NIP-45 `approximate`) |
+//! | `answer_count` | NIP-45 `COUNT` of search filters: the same matches, counted, at most `max_count_rows` examined per filter (past them: NIP-45 `approximate`) |
 //! | `live_condition` | an open REQ with `search` gets new matching events, matched in process (`text.rs`, `query.rs`) |
-//! | `in_transaction` | indexes an event of the configured kinds in its own transaction; a kind 5 that deleted, a 9005 that removed, a newer revision, a delete or a redaction of an artifact takes the old entry out (`index.rs`); on PostgreSQL the documents of a whole insert group are one statement (`grouped.rs`) |
+//! | `on_event_stored` | indexes an event of the configured kinds in its own transaction; a kind 5 that deleted, a 9005 that removed, a newer revision, a delete or a redaction of an artifact takes the old entry out (`index.rs`); on PostgreSQL the documents of a whole insert group are one statement (`grouped.rs`) |
 //! | `background` | the backfill of events stored before the plugin was enabled (`backfill.rs`) |
 //! | `extend_nip11` | `"search"`: the limits and indexed kinds |
 //!

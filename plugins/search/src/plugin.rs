@@ -175,7 +175,7 @@ impl Plugin for Search {
         doc.insert(NAME.into(), self.config.nip11());
     }
 
-    fn in_transaction(&self, tx: &mut Tx<'_, '_>, stored: &StoredEvent) -> Result<(), Reason> {
+    fn on_event_stored(&self, tx: &mut Tx<'_, '_>, stored: &StoredEvent) -> Result<(), Reason> {
         let kind = stored.event.kind;
         match kind {
             DELETION_KIND | REMOVAL_KIND => self.remove_targets(tx, stored),
@@ -203,7 +203,7 @@ impl Plugin for Search {
     /// (contentless, so nothing else takes it out) and the artifact entry pointing at
     /// one (PostgreSQL's documents would go by `ON DELETE CASCADE` too; taken out here
     /// the same way on both backends).
-    fn on_purged(&self, conn: &mut Conn<'_>, purged: &[PurgedEvent]) -> Result<(), Reason> {
+    fn on_events_purged(&self, conn: &mut Conn<'_>, purged: &[PurgedEvent]) -> Result<(), Reason> {
         for event in purged {
             index::remove(conn, event.seq)?;
             index::drop_artifact_seq(conn, event.seq)?;
@@ -212,7 +212,7 @@ impl Plugin for Search {
     }
 
     /// Deletions, removals and revisions read other events' rows.
-    fn in_transaction_is_local(&self, event: &Event) -> bool {
+    fn event_is_independent(&self, event: &Event) -> bool {
         !matches!(event.kind, DELETION_KIND | REMOVAL_KIND | ARTIFACT_KIND)
     }
 
@@ -261,7 +261,7 @@ impl Plugin for Search {
         Ok(QueryAnswer::Stored(keys))
     }
 
-    async fn count_claimed(
+    async fn answer_count(
         &self,
         ctx: &ConnCtx,
         filters: Vec<Filter>,

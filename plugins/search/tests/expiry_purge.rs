@@ -1,5 +1,5 @@
 //! NIP-40 purge and the index: when core purges expired events, their search documents
-//! go in the same transaction (`Plugin::on_purged`: FTS5's contentless rows are taken
+//! go in the same transaction (`Plugin::on_events_purged`: FTS5's contentless rows are taken
 //! out by rowid, nothing else would), and documents of events that have not expired
 //! stay. Both backends.
 

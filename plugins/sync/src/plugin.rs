@@ -293,7 +293,7 @@ impl Plugin for Reconciler {
         doc.insert(NAME.into(), self.config.nip11());
     }
 
-    fn connection_closed(&self, connection: u64) {
+    fn on_connection_closed(&self, connection: u64) {
         self.sessions.connection_closed(connection);
     }
 

@@ -2,7 +2,7 @@
 //! the same reader, as (created_at, id) pairs.
 //!
 //! The filter gets a REQ's checks through core's query service (`check_plain`: bounds,
-//! `auth-required:` for channel data before AUTH, every plugin's `check_filter`); the
+//! `auth-required:` for channel data before AUTH, every plugin's `reject_filter`); the
 //! records are read within the reader's scope from the access service, with core's own
 //! exclusions (deleted, moderator-removed, expired at this moment), by
 //! `store::query_stamps` — indexes and row headers only, no event is loaded. One read

@@ -375,7 +375,7 @@ impl Connection {
         };
         for plugin in self.state.plugins.iter() {
             if !plugin.message_verbs().is_empty() {
-                plugin.connection_closed(self.id);
+                plugin.on_connection_closed(self.id);
             }
         }
         // Give queued notices a moment to reach the queue before the close frame.

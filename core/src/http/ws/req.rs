@@ -8,7 +8,7 @@ use super::messages;
 use super::outbound::Reserved;
 use super::{Connection, Sub};
 use crate::error::Reason;
-use crate::query::FirstPage;
+use crate::query_service::FirstPage;
 use crate::store::WireEvent;
 use buzz_nostr::event::Event;
 use buzz_nostr::filter::Filter;

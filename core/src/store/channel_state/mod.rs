@@ -1,11 +1,9 @@
-//! Channel and community state rows, changed inside the event's storage transaction:
-//! `channels.rs` the channel rows, `members.rs` channel membership, `community.rs`
-//! community members and sanctions.
+//! Channel state rows, changed inside the event's storage transaction: `channels.rs` the
+//! channel rows, `members.rs` channel membership. A whole community's members and
+//! sanctions are `community_standing.rs`'s.
 
 mod channels;
-mod community;
 mod members;
 
 pub use channels::*;
-pub use community::*;
 pub use members::*;

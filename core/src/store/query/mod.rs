@@ -1,5 +1,5 @@
 //! Reading events by NIP-01 filter, scoped to one community and to the channels the
-//! reader may see.
+//! reader may see: the SQL under the query service (`crate::query_service`).
 //!
 //! `query_keys` answers a REQ as keys (seq, time, size), `query_stamps` the same rows as
 //! `(created_at, id)` pairs for set reconciliation (NIP-77). A small channel set is an

@@ -1,4 +1,4 @@
-//! How a batch of jobs commits: back to back in one transaction, replayed with a savepoint
+//! How a batch of jobs commits: back to back in one transaction, rerun with a savepoint
 //! per job only when one fails (never when the database said "not now"); on PostgreSQL
 //! runs of independent event jobs inserted as one group.
 
@@ -30,7 +30,7 @@ pub(super) fn commit_batch<C: Connection>(
     let committed = match optimistic {
         Ok(()) => Ok(()),
         // The database said "not now" (a statement or lock timeout, a lost connection):
-        // not one job's fault, and replaying job by job would meet it again once per
+        // not one job's fault, and rerunning job by job would meet it again once per
         // job. Nothing was committed; every job of the batch gets the retryable answer.
         Err(Reason::Unavailable(text)) => {
             tracing::warn!(cause = %text, jobs = jobs.len(), "storage batch rolled back");

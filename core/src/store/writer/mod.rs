@@ -2,7 +2,7 @@
 //!
 //! One thread owns the only writing connection. It takes every job queued at that moment
 //! (up to [`MAX_BATCH`]), runs them in one transaction, commits once, and only then
-//! answers each job. Jobs first run back to back; if one fails, the batch is replayed
+//! answers each job. Jobs first run back to back; if one fails, the batch is rerun
 //! with a savepoint per job so that the failing job rolls back alone (savepoints cost
 //! two statements per job, which the common all-succeed batch does without). A failing
 //! commit fails every job of the batch. Answering after the commit is what lets
@@ -17,10 +17,10 @@
 //! writes) becomes a group: its events are inserted with two statements
 //! (`group_insert.rs`), then each job's follow-up runs in order. Any other job runs in
 //! its place in the queue, so the order of effects is the order of submission. The
-//! replay after a failure runs every job alone, exactly as on SQLite.
+//! rerun after a failure runs every job alone, exactly as on SQLite.
 //!
 //! This file is the queue and the thread; `jobs.rs` the type-erased jobs and their
-//! answers, `batch.rs` how a batch commits (and is replayed when a job fails), `groups.rs`
+//! answers, `batch.rs` how a batch commits (and is rerun when a job fails), `groups.rs`
 //! which consecutive event jobs PostgreSQL inserts together.
 
 mod batch;

@@ -1,5 +1,6 @@
-//! Community standing: `community_members` and `community_sanctions` rows (bans,
-//! timeouts) and a pubkey's standing read from both.
+//! Community standing: a whole community's `community_members` and `community_sanctions`
+//! rows (bans, timeouts), and a pubkey's standing read from both (with its channel
+//! memberships). Written by the 9040–9044 events inside their storage transaction.
 
 use crate::error::Reason;
 use crate::store::schema::{channel_members, community_members, community_sanctions};

@@ -3,7 +3,7 @@
 //!
 //! Filters are checked (shape and size bounds, core access, then plugins), claimed
 //! filters go to their plugin, the rest are served from the store within the caller's
-//! read scope.
+//! read scope (the SQL of that is the store's, `store/query/`).
 //! Wire order: core's events (newest first, deduplicated), then each claiming plugin's
 //! answer in plugin order.
 //!
@@ -49,7 +49,7 @@ pub struct QueryResult {
 }
 
 /// A query whose filters passed every check, split between core and claiming plugins.
-pub struct Prepared {
+pub struct CheckedQuery {
     standard: Vec<Filter>,
     claimed: Vec<(usize, Vec<Filter>)>,
     /// Claimed filters their plugin keeps live ([`Plugin::live_condition`]).
@@ -62,7 +62,7 @@ pub struct Prepared {
     partial: bool,
 }
 
-impl Prepared {
+impl CheckedQuery {
     /// The filters core serves (and a WebSocket subscription keeps live).
     pub fn live_filters(&self) -> &[Filter] {
         &self.standard
@@ -96,7 +96,11 @@ impl QueryService {
     /// whole is decided here from the filters' shapes, and for an ids lookup in the same
     /// trip to the store as the read ([`QueryResult::needs_auth`]).
     /// A refusal here is counted as a rejected query in the relay's metrics.
-    pub async fn prepare(&self, ctx: &ConnCtx, filters: Vec<Filter>) -> Result<Prepared, Reason> {
+    pub async fn prepare(
+        &self,
+        ctx: &ConnCtx,
+        filters: Vec<Filter>,
+    ) -> Result<CheckedQuery, Reason> {
         let started = std::time::Instant::now();
         let outcome = self.prepare_checked(ctx, filters).await;
         if outcome.is_err() {
@@ -109,7 +113,7 @@ impl QueryService {
         &self,
         ctx: &ConnCtx,
         filters: Vec<Filter>,
-    ) -> Result<Prepared, Reason> {
+    ) -> Result<CheckedQuery, Reason> {
         check_bounds(&filters, &self.services.settings.limits)?;
         // A banned member reads nothing (`access/standing.rs`), claimed filters included.
         self.services.access.check_standing(ctx).await?;
@@ -146,7 +150,7 @@ impl QueryService {
                 Readable::Decided(check) => stored_checks.push(check),
             }
             for plugin in self.plugins.iter() {
-                if let Err(reason) = plugin.check_filter(ctx, filter) {
+                if let Err(reason) = plugin.reject_filter(ctx, filter) {
                     self.services
                         .metrics
                         .plugin_refused(plugin.name(), "check_filter");
@@ -154,7 +158,7 @@ impl QueryService {
                 }
             }
         }
-        Ok(Prepared {
+        Ok(CheckedQuery {
             standard,
             claimed,
             live_claimed,
@@ -166,7 +170,11 @@ impl QueryService {
     /// Read what a prepared query matches (core's events only as keys, see
     /// [`StoredAnswer`]) and ask the claiming plugins.
     /// Counted (outcome and time) in the relay's metrics.
-    pub async fn execute(&self, ctx: &ConnCtx, prepared: Prepared) -> Result<QueryResult, Reason> {
+    pub async fn execute(
+        &self,
+        ctx: &ConnCtx,
+        prepared: CheckedQuery,
+    ) -> Result<QueryResult, Reason> {
         let no_first_page: Option<FirstPage<()>> = None;
         let (result, _) = self.execute_reading(ctx, prepared, no_first_page).await?;
         Ok(result)
@@ -178,7 +186,7 @@ impl QueryService {
     pub async fn execute_with_first_page<R: Send + 'static>(
         &self,
         ctx: &ConnCtx,
-        prepared: Prepared,
+        prepared: CheckedQuery,
         first: FirstPage<R>,
     ) -> Result<WithFirstPage<R>, Reason> {
         self.execute_reading(ctx, prepared, Some(first)).await
@@ -187,7 +195,7 @@ impl QueryService {
     async fn execute_reading<R: Send + 'static>(
         &self,
         ctx: &ConnCtx,
-        prepared: Prepared,
+        prepared: CheckedQuery,
         first: Option<FirstPage<R>>,
     ) -> Result<WithFirstPage<R>, Reason> {
         let started = std::time::Instant::now();
@@ -199,10 +207,10 @@ impl QueryService {
     async fn execute_prepared<R: Send + 'static>(
         &self,
         ctx: &ConnCtx,
-        prepared: Prepared,
+        prepared: CheckedQuery,
         first: Option<FirstPage<R>>,
     ) -> Result<WithFirstPage<R>, Reason> {
-        let Prepared {
+        let CheckedQuery {
             standard,
             claimed,
             stored_checks,
@@ -290,7 +298,7 @@ impl QueryService {
     /// then the number of distinct events the filters match within the caller's read
     /// scope, so a channel the caller cannot read counts like one that does not exist.
     /// Filters a plugin claims are refused (their answers are not plain event sets)
-    /// unless one plugin claimed all of them and counts them ([`Plugin::count_claimed`]).
+    /// unless one plugin claimed all of them and counts them ([`Plugin::answer_count`]).
     /// Counted in the relay's metrics like a query. Counting stops at `limits.max_count`:
     /// a larger count is answered as that number, approximate (NIP-45).
     pub async fn count(&self, ctx: &ConnCtx, filters: Vec<Filter>) -> Result<Count, Reason> {
@@ -301,7 +309,7 @@ impl QueryService {
     }
 
     async fn count_checked(&self, ctx: &ConnCtx, filters: Vec<Filter>) -> Result<Count, Reason> {
-        let Prepared {
+        let CheckedQuery {
             standard,
             claimed,
             stored_checks,
@@ -311,7 +319,7 @@ impl QueryService {
         if let [(index, filters)] = claimed.as_slice() {
             if standard.is_empty() {
                 let plugin = &self.plugins[*index];
-                if let Some(count) = plugin.count_claimed(ctx, filters.clone()).await? {
+                if let Some(count) = plugin.answer_count(ctx, filters.clone()).await? {
                     return Ok(count);
                 }
             }
@@ -368,7 +376,7 @@ impl QueryService {
         filters: Vec<Filter>,
         verb: &str,
     ) -> Result<Vec<Filter>, Reason> {
-        let Prepared {
+        let CheckedQuery {
             standard,
             claimed,
             stored_checks,

@@ -1,6 +1,6 @@
-//! The threads [`Store::read`](super::Store::read) runs on: as many as the pool has
-//! connections, kept for the store's whole life, each read handed to the thread that
-//! went idle last.
+//! The OS worker threads [`Store::read`](super::Store::read) runs on (NIP-10 threads are
+//! `threads.rs`'s): as many as the pool has connections, kept for the store's whole life,
+//! each read handed to the worker that went idle last.
 //!
 //! Why not `tokio::task::spawn_blocking`: that pool belongs to whichever runtime the caller
 //! runs on (each actix worker has its own), lets an idle thread go after ten seconds, and
@@ -38,7 +38,7 @@ type Deliver = Box<dyn FnOnce() + Send>;
 /// A read: runs on a read thread, returns how to deliver its answer.
 type Job = Box<dyn FnOnce() -> Deliver + Send>;
 
-pub(super) struct ReadThreads {
+pub(super) struct ReadWorkers {
     shared: Arc<Shared>,
 }
 
@@ -83,7 +83,7 @@ impl Shared {
 #[error("the read did not finish: it panicked on its read thread")]
 pub(super) struct ReadLost;
 
-impl ReadThreads {
+impl ReadWorkers {
     /// `threads` read threads; each client may have `per_client` reads in flight (0: no
     /// bound); a client whose read ran longer than `slow_read` (zero: never) is a slow
     /// reader for a while (`read_slow.rs`).
@@ -91,7 +91,7 @@ impl ReadThreads {
         threads: usize,
         per_client: usize,
         slow_read: std::time::Duration,
-    ) -> std::io::Result<ReadThreads> {
+    ) -> std::io::Result<ReadWorkers> {
         let count = threads.max(1);
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
@@ -124,7 +124,7 @@ impl ReadThreads {
         // Set before anyone can call `spawn` (only the threads themselves ran so far,
         // and they never wake each other).
         let _ = shared.threads.set(handles);
-        let threads = ReadThreads { shared };
+        let threads = ReadWorkers { shared };
         match failed {
             // Dropping `threads` lets the ones already started exit.
             Some(e) => Err(e),
@@ -188,14 +188,14 @@ impl ReadThreads {
     }
 }
 
-impl ReadThreads {
+impl ReadWorkers {
     /// Reads waiting for a thread (every thread busy), all clients together.
     pub(super) fn waiting(&self) -> usize {
         self.shared.lock().lanes.queued()
     }
 }
 
-impl Drop for ReadThreads {
+impl Drop for ReadWorkers {
     /// Without waiting: a store may be dropped on an async thread, where blocking is not
     /// allowed. Reads still running finish on their own and their answers go nowhere;
     /// idle threads exit.
@@ -283,7 +283,7 @@ mod tests {
     /// them, and the same threads serve the next burst.
     #[tokio::test]
     async fn reads_run_on_at_most_one_thread_per_connection_and_the_threads_stay() {
-        let threads = ReadThreads::start(2, 0, Duration::ZERO).expect("start");
+        let threads = ReadWorkers::start(2, 0, Duration::ZERO).expect("start");
         let burst = || {
             let answers: Vec<_> = (0..16)
                 .map(|_| {
@@ -320,7 +320,7 @@ mod tests {
     /// idle last), not in turn on every thread of the pool.
     #[tokio::test]
     async fn back_to_back_reads_stay_on_one_thread() {
-        let threads = ReadThreads::start(8, 0, Duration::ZERO).expect("start");
+        let threads = ReadWorkers::start(8, 0, Duration::ZERO).expect("start");
         // Every thread has served once (as after a moment of concurrent reads).
         let burst: Vec<_> = (0..8)
             .map(|_| {
@@ -356,7 +356,7 @@ mod tests {
     /// A read that panics is lost to its caller alone; its thread serves the next one.
     #[tokio::test]
     async fn a_panicking_read_is_lost_and_its_thread_serves_on() {
-        let threads = ReadThreads::start(1, 0, Duration::ZERO).expect("start");
+        let threads = ReadWorkers::start(1, 0, Duration::ZERO).expect("start");
         let lost = threads
             .spawn(ReadClient::Background, || -> u8 {
                 panic!("a read that fails")
@@ -376,7 +376,7 @@ mod tests {
     /// queues one: B's read runs right after A's running read, not after all of A's.
     #[tokio::test]
     async fn a_second_client_waits_for_at_most_one_read_of_the_first() {
-        let threads = ReadThreads::start(1, 0, Duration::ZERO).expect("start");
+        let threads = ReadWorkers::start(1, 0, Duration::ZERO).expect("start");
         let ran = Arc::new(Mutex::new(Vec::new()));
         let (release, held) = std::sync::mpsc::channel::<()>();
         let mut answers = Vec::new();
@@ -410,7 +410,7 @@ mod tests {
     /// other clients were never held to its count.
     #[tokio::test]
     async fn the_read_past_a_clients_bound_is_refused() {
-        let threads = ReadThreads::start(1, 2, Duration::ZERO).expect("start");
+        let threads = ReadWorkers::start(1, 2, Duration::ZERO).expect("start");
         let (release, held) = std::sync::mpsc::channel::<()>();
         let running = threads
             .spawn(client(1), move || held.recv().is_ok())
@@ -431,7 +431,7 @@ mod tests {
     /// (the answer would be cut half-sent): it waits its turn and is served.
     #[tokio::test]
     async fn a_continuing_read_passes_the_bound_and_waits_its_turn() {
-        let threads = ReadThreads::start(1, 1, Duration::ZERO).expect("start");
+        let threads = ReadWorkers::start(1, 1, Duration::ZERO).expect("start");
         let (release, held) = std::sync::mpsc::channel::<()>();
         let running = threads
             .spawn(client(1), move || held.recv().is_ok())

@@ -3,7 +3,7 @@
 //! an empty database of either backend and checks it, `backup.rs` takes a consistent
 //! SQLite copy while the relay writes, `tables.rs` says which tables exist and who
 //! declares them. Import stores through the ingest pipeline and lives beside it
-//! (`crate::lifecycle`).
+//! (`crate::import`).
 
 pub mod backup;
 pub mod copy;

@@ -1,4 +1,5 @@
-//! `buzz-relay import`: JSON lines of signed events (our own export, strfry's or
+//! `buzz-relay import` (the one storage command that goes through the relay's pipelines
+//! rather than SQL alone; export, copy and backup are `store::transfer`): JSON lines of signed events (our own export, strfry's or
 //! nostr-rs-relay's: plain NIP-01 event objects) stored through the ingest pipeline as
 //! the community owner's import.
 //!
@@ -17,11 +18,11 @@
 //! 9000/9001 after a join or leave are ordinary kinds, imported from the file, and an
 //! imported join or leave derives none (`WriteCtx::imported`).
 
-use super::Progress;
 use crate::ctx::{ConnCtx, Transport};
 use crate::error::Reason;
 use crate::ingest::{CheckedEvent, PendingImport};
 use crate::relay::OfflineRelay;
+use crate::store::transfer::Progress;
 use buzz_nostr::event::{Event, EventLimits};
 use buzz_nostr::host::normalize_host;
 use std::collections::VecDeque;
