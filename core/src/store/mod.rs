@@ -235,29 +235,15 @@ impl Store {
         self.read_as(Admission::Bounded, f).await
     }
 
-    /// Where the writes stand now ([`ChangeMark`]): a set read under an equal mark is
-    /// still the set. One small read on PostgreSQL, none on SQLite.
+    /// Where the writes stand now ([`ChangeMark`]): what a read begun after this call
+    /// returns stays true while the mark is equal. One small read on PostgreSQL, none
+    /// on SQLite.
     pub async fn change_mark(&self) -> Result<ChangeMark, Reason> {
         let changes = self.inner.changes.clone();
         match self.inner.backend {
             Backend::Sqlite => Ok(changes.local_mark()),
             Backend::Postgres => self.read(move |mut conn| changes.mark(&mut conn)).await,
         }
-    }
-
-    /// [`Store::read`] that takes the [`ChangeMark`] first, before `f` begins its
-    /// read transaction: what `f` reads stays true while the mark is equal.
-    pub async fn read_marked<R, F>(&self, f: F) -> Result<(ChangeMark, R), Reason>
-    where
-        R: Send + 'static,
-        F: FnOnce(Conn<'_>) -> Result<R, Reason> + Send + 'static,
-    {
-        let changes = self.inner.changes.clone();
-        self.read(move |mut conn| {
-            let mark = changes.mark(&mut conn)?;
-            Ok((mark, f(conn)?))
-        })
-        .await
     }
 
     /// [`Store::read`] for the next page of an answer whose first read was admitted: it
