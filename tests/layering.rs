@@ -563,12 +563,62 @@ fn check_repository_path(span: &str, top: &[String]) -> Option<String> {
         .map(|name| format!("no `{name}` in {path}"))
 }
 
+/// `span` when it names a Rust file relative to some directory rather than from the
+/// repository's root: `mod.rs`, `ws/live.rs`, `events.rs::check` (the item is not checked).
+fn bare_file_name<'a>(span: &'a str, top: &[String]) -> Option<&'a str> {
+    let path = span.split("::").next().unwrap_or(span);
+    let first = path.split('/').next().unwrap_or("");
+    let shaped = path.ends_with(".rs")
+        && path
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-./".contains(c));
+    (shaped && !path.contains("..") && !top.iter().any(|dir| dir == first)).then_some(path)
+}
+
+/// The directory a repository path span names, or the directory of the file it names.
+fn directory_named(span: &str, top: &[String]) -> Option<PathBuf> {
+    let path = span.split("::").next().unwrap_or(span);
+    let first = path.split('/').next().unwrap_or("");
+    if !top.iter().any(|dir| dir == first) {
+        return None;
+    }
+    let full = root().join(path.trim_end_matches('/'));
+    if full.is_dir() {
+        Some(full)
+    } else {
+        full.parent().map(Path::to_path_buf)
+    }
+}
+
+/// Why a bare file name does not resolve: in the bullet's directory when it has one
+/// (or a directory below it), else anywhere in the repository.
+fn check_bare_file(name: &str, context: Option<&Path>) -> Option<String> {
+    match context {
+        Some(dir) => {
+            let mut below = Vec::new();
+            files(dir, &mut below);
+            let found = dir.join(name).is_file()
+                || below
+                    .iter()
+                    .any(|path| path.ends_with(name) && path.starts_with(dir));
+            (!found).then(|| format!("no {name} in {}", relative(dir)))
+        }
+        None => {
+            let mut all = Vec::new();
+            files(&root(), &mut all);
+            let found = all.iter().any(|path| path.ends_with(name));
+            (!found).then(|| format!("no file {name} anywhere in the repository"))
+        }
+    }
+}
+
 #[test]
 fn docs_name_only_what_exists() {
     let top = top_level_dirs();
     let crates = workspace_crates();
     let mut problems = Vec::new();
     let mut checked = 0;
+    let mut context: Option<PathBuf> = None;
     for doc in doc_files() {
         let text = std::fs::read_to_string(&doc).expect("a doc reads");
         let mut in_block = false;
@@ -581,10 +631,21 @@ fn docs_name_only_what_exists() {
                 continue;
             }
             let at = format!("{}:{}", relative(&doc), n + 1);
+            // A bullet's bare names (`mod.rs`, `ws/live.rs`) are relative to the directory
+            // its spans last named; a new top-level bullet or paragraph starts afresh.
+            if !line.starts_with(' ') {
+                context = None;
+            }
             for span in code_spans(line) {
                 let span = span.trim();
-                let problem = if span.contains('/') {
-                    check_repository_path(span, &top)
+                let problem = if let Some(relative_name) = bare_file_name(span, &top) {
+                    check_bare_file(relative_name, context.as_deref())
+                } else if span.contains('/') {
+                    let problem = check_repository_path(span, &top);
+                    if problem.is_none() {
+                        context = directory_named(span, &top).or(context);
+                    }
+                    problem
                 } else {
                     check_module_path(span, &crates)
                 };
