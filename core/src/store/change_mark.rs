@@ -19,6 +19,18 @@
 //! SQLite has one writing process, this one: the mark is a counter in memory. On
 //! PostgreSQL other processes write too, so each moves a shared sequence
 //! (`event_changes`) as well, and the mark is both numbers.
+//!
+//! A moved mark says only that something may have changed. Most commits of a chatting
+//! team append messages and change nothing else, and a kept set can take those in
+//! without being read again: on SQLite every commit that did more than append
+//! independent events (`buzz_nostr::kinds::independent`: no deletion, no replaced slot,
+//! no channel or membership change) counts itself in the `event_rewrites` row, in its own
+//! transaction. An [`AppendPoint`] read in a reader's transaction is that count and the
+//! last `seq`; between two points with the same count only rows after the first point's
+//! `seq` are new (`seq` grows in commit order: one writer), and
+//! `store::query::appended_stamps` reads just those. On PostgreSQL several processes
+//! commit sequence numbers out of order, so there are no points and a changed mark means
+//! a read.
 
 use crate::error::Reason;
 use crate::store::schema::events;
@@ -112,4 +124,71 @@ pub fn next_expiry(conn: &mut Conn<'_>, now: i64) -> Result<Option<i64>, Reason>
         .filter(events::expires_at.gt(now))
         .select(min(events::expires_at))
         .first::<Option<i64>>(c))?)
+}
+
+/// Where a SQLite read transaction stood: the commits that rewrote events so far and the
+/// last event `seq` (see the module doc). Read with [`append_point`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendPoint {
+    pub(crate) rewrites: i64,
+    pub(crate) last_seq: i64,
+}
+
+impl AppendPoint {
+    /// Whether everything committed between `self` and `later` only appended events.
+    pub fn only_appends_until(&self, later: &AppendPoint) -> bool {
+        self.rewrites == later.rewrites && self.last_seq <= later.last_seq
+    }
+
+    /// The last event `seq` the read could see.
+    pub fn last_seq(&self) -> i64 {
+        self.last_seq
+    }
+
+    /// A point for tests of what keeps a read.
+    #[doc(hidden)]
+    pub fn for_tests(rewrites: i64, last_seq: i64) -> AppendPoint {
+        AppendPoint { rewrites, last_seq }
+    }
+}
+
+#[derive(QueryableByName)]
+struct PointRow {
+    #[diesel(sql_type = BigInt)]
+    rewrites: i64,
+    #[diesel(sql_type = BigInt)]
+    last_seq: i64,
+}
+
+/// The point of the caller's read transaction (call it inside the transaction whose
+/// rows it is to describe); `None` on PostgreSQL, which has none.
+pub fn append_point(conn: &mut Conn<'_>) -> Result<Option<AppendPoint>, Reason> {
+    if let Conn::Pg(_) = conn {
+        return Ok(None);
+    }
+    let row = prepared::first::<PointRow>(
+        conn,
+        "SELECT (SELECT count FROM event_rewrites WHERE id = 1) AS rewrites, \
+                (SELECT COALESCE(MAX(seq), 0) FROM events) AS last_seq",
+        &[],
+    )?
+    .ok_or_else(|| Reason::Internal(anyhow::anyhow!("the append point read no row")))?;
+    Ok(Some(AppendPoint {
+        rewrites: row.rewrites,
+        last_seq: row.last_seq,
+    }))
+}
+
+/// Count a commit that does more than append independent events, in its transaction
+/// (the writer calls it before the batch's jobs). Nothing on PostgreSQL. A failure fails
+/// the batch: a rewrite left uncounted would let a kept set miss it.
+pub(crate) fn note_rewrite(conn: &mut Conn<'_>) -> diesel::QueryResult<()> {
+    if let Conn::Sqlite(c) = conn {
+        prepared::CachedStatement::new(
+            "UPDATE event_rewrites SET count = count + 1 WHERE id = 1",
+            &[],
+        )
+        .execute(*c)?;
+    }
+    Ok(())
 }

@@ -41,7 +41,7 @@ pub mod transfer;
 mod writer;
 
 use change_mark::ChangeCounter;
-pub use change_mark::{next_expiry, ChangeMark};
+pub use change_mark::{append_point, next_expiry, AppendPoint, ChangeMark};
 pub use conn::{Backend, Conn};
 pub use diesel::pg::PgConnection;
 pub use diesel::sqlite::SqliteConnection;
@@ -56,8 +56,9 @@ pub use identity::recorded_identity;
 pub use lookups::{all_community_wide, event_channel, event_home, event_known, stored_ids};
 pub use migrate::{MigrationId, MigrationSet, MigrationStatus, Migrations};
 pub use query::{
-    count_matching, load_events, load_wire_events, query_events, query_keys, query_stamps,
-    row_to_event, ChannelScope, ChannelSet, Count, EventKey, EventRow, Scope, WireEvent,
+    appended_stamps, count_matching, load_events, load_wire_events, query_events, query_keys,
+    query_stamps, row_to_event, ChannelScope, ChannelSet, Count, EventKey, EventRow, Scope,
+    WireEvent,
 };
 pub use stats::{community_stats, CommunityStats};
 

@@ -12,15 +12,16 @@
 //! than the bound. The checks and the scope come first ([`check`]), the read after the
 //! room is taken ([`read`]). A channel the reader cannot read is outside the scope: it reconciles
 //! exactly like an empty one. A set read before and still true is reused
-//! (`set_cache.rs`) instead of being read again.
+//! (`set_cache.rs`) instead of being read again; on SQLite one that only appends made
+//! stale is brought up to date with the rows appended since (`MOST_APPENDED` at most).
 
-use crate::set_cache::{Kept, SetCache, SetKey, SharedSet};
+use crate::set_cache::{Kept, Lookup, SetCache, SetKey, SharedSet};
 use buzz_core::ctx::ConnCtx;
 use buzz_core::error::Reason;
 use buzz_core::plugin::{PlainReads, Services};
-use buzz_core::store::{next_expiry, query_stamps, Scope};
+use buzz_core::store::{append_point, appended_stamps, next_expiry, query_stamps, Scope};
 use buzz_nostr::filter::Filter;
-use negentropy::{Id, NegentropyStorageVector};
+use negentropy::{Id, NegentropyStorageBase, NegentropyStorageVector};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -71,9 +72,21 @@ pub(crate) async fn check(
     Ok(Checked { filter, scope })
 }
 
+/// Rows appended since a base set that one open reads at most, of every community:
+/// more, and the whole set is read instead (cheaper than a long range of others' rows).
+const MOST_APPENDED: i64 = 10_000;
+
+/// What one read transaction found.
+enum Found {
+    /// The whole set (at most the room and one row).
+    Whole(Vec<(i64, String)>),
+    /// The rows appended since the base's point.
+    Appended(Arc<Kept>, Vec<(i64, String)>),
+}
+
 /// Read the record set of a checked filter, at most `room` records (one row more is read
 /// to tell a larger set: [`Read::Over`]), or reuse the one `cache` kept if it is still
-/// the set.
+/// the set, or bring a kept one up to date with the rows appended since its read.
 pub(crate) async fn read(
     services: &Services,
     cache: &SetCache,
@@ -84,38 +97,72 @@ pub(crate) async fn read(
     let key = SetKey::of(&scope, &filter);
     let mark = services.store.change_mark().await?;
     let now = services.clock.now_secs();
-    if let Some(kept) = cache.get(&key, mark, now, Instant::now()) {
-        return Ok(fits(&kept, room));
-    }
+    let base = match cache.get(&key, mark, now, Instant::now()) {
+        Lookup::Fresh(kept) => return Ok(fits(&kept, room)),
+        // A set cut by its filter's `limit` loses its oldest rows to new ones: read whole.
+        Lookup::Base(kept) if filter.limit.is_none() => Some(kept),
+        Lookup::Base(_) | Lookup::Miss => None,
+    };
     // The filter's own `limit` keeps its NIP-01 meaning (the newest that many); the room
     // is probed with one row more.
     let probe = u64::try_from(room).unwrap_or(u64::MAX).saturating_add(1);
     let limit = filter.limit.map_or(probe, |l| l.min(probe));
     // The mark taken above, before this read began, vouches for it too.
-    let (stamps, valid_until) = services
+    let (found, point, valid_until) = services
         .store
         .read(move |mut conn| {
             conn.repeatable_read(|conn| {
-                let stamps = query_stamps(conn, &scope, &filter, limit, now)?;
-                Ok::<_, Reason>((stamps, next_expiry(conn, now)?))
+                let point = append_point(conn)?;
+                let appended = match (&base, point) {
+                    (Some(base), Some(until)) => match base.point {
+                        Some(since) => appended_stamps(
+                            conn,
+                            &scope,
+                            &filter,
+                            since,
+                            until,
+                            MOST_APPENDED,
+                            now,
+                        )?
+                        .map(|rows| Found::Appended(base.clone(), rows)),
+                        None => None,
+                    },
+                    _ => None,
+                };
+                let found = match appended {
+                    Some(found) => found,
+                    None => Found::Whole(query_stamps(conn, &scope, &filter, limit, now)?),
+                };
+                Ok::<_, Reason>((found, point, next_expiry(conn, now)?))
             })
         })
         .await?;
-    if stamps.len() > room {
-        return Ok(Read::Over);
-    }
-    // At most `room` rows where one more was asked for: the filter's whole set.
-    let (set, records) = tokio::task::spawn_blocking(move || seal(stamps))
-        .await
-        .map_err(|e| Reason::Internal(anyhow::anyhow!("sealing a record set: {e}")))??;
+    let (set, records) = match found {
+        // At most `room` rows where one more was asked for: the filter's whole set.
+        Found::Whole(stamps) if stamps.len() <= room => seal_off(move || seal(stamps)).await?,
+        Found::Appended(base, rows) if base.records + rows.len() <= room => {
+            seal_off(move || extend(&base.set, rows)).await?
+        }
+        Found::Whole(_) | Found::Appended(..) => return Ok(Read::Over),
+    };
     let kept = Arc::new(Kept {
         set: SharedSet(Arc::new(set)),
         records,
         mark,
         valid_until,
+        point,
     });
     cache.put(key, kept.clone(), Instant::now());
     Ok(fits(&kept, room))
+}
+
+/// Sealing sorts up to the whole set: off the runtime's threads.
+async fn seal_off(
+    work: impl FnOnce() -> Result<(NegentropyStorageVector, usize), Reason> + Send + 'static,
+) -> Result<(NegentropyStorageVector, usize), Reason> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| Reason::Internal(anyhow::anyhow!("sealing a record set: {e}")))?
 }
 
 /// A kept set as this open's answer: larger than its room is [`Read::Over`], as a read
@@ -133,8 +180,26 @@ fn fits(kept: &Kept, room: usize) -> Read {
 
 /// The stamps as a sorted negentropy storage, and how many.
 fn seal(stamps: Vec<(i64, String)>) -> Result<(NegentropyStorageVector, usize), Reason> {
-    let records = stamps.len();
-    let mut storage = NegentropyStorageVector::with_capacity(records);
+    seal_into(NegentropyStorageVector::with_capacity(stamps.len()), stamps)
+}
+
+/// A copy of `base` with `appended` added, sealed (sessions may still hold `base`).
+fn extend(
+    base: &SharedSet,
+    appended: Vec<(i64, String)>,
+) -> Result<(NegentropyStorageVector, usize), Reason> {
+    let mut storage = NegentropyStorageVector::clone(&base.0);
+    storage
+        .unseal()
+        .map_err(|e| Reason::Internal(anyhow::anyhow!("record set: {e}")))?;
+    seal_into(storage, appended)
+}
+
+/// `stamps` inserted into unsealed `storage`, then sealed: sorted, and how many records.
+fn seal_into(
+    mut storage: NegentropyStorageVector,
+    stamps: Vec<(i64, String)>,
+) -> Result<(NegentropyStorageVector, usize), Reason> {
     for (created_at, id) in stamps {
         let mut bytes = [0u8; 32];
         hex::decode_to_slice(&id, &mut bytes)
@@ -148,6 +213,9 @@ fn seal(stamps: Vec<(i64, String)>) -> Result<(NegentropyStorageVector, usize), 
     }
     storage
         .seal()
+        .map_err(|e| Reason::Internal(anyhow::anyhow!("record set: {e}")))?;
+    let records = storage
+        .size()
         .map_err(|e| Reason::Internal(anyhow::anyhow!("record set: {e}")))?;
     Ok((storage, records))
 }

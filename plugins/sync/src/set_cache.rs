@@ -11,13 +11,19 @@
 //! - it is at most [`MAX_AGE`] old, which bounds what a lost move of PostgreSQL's
 //!   shared mark could cost.
 //!
+//! A set that is no longer the set may still be the start of the next one. On SQLite a
+//! kept set also holds the store's append point of its read
+//! (`buzz_core::store::AppendPoint`); if every commit since only appended independent
+//! events (a team chatting), the next open reads just the rows appended since and adds
+//! them to a copy of the set (`records.rs`), instead of reading the whole set again.
+//!
 //! A scope is the community, whether it reads community-wide rows, and which channels:
 //! two readers of one scope may read exactly the same rows, so they share the set (and
 //! its memory: sessions hold it through an `Arc`). The kept sets hold at most
 //! `max_sync_records` records together (the least recently used goes first); sessions
 //! are charged their records as before, whether their set is shared or not.
 
-use buzz_core::store::{ChangeMark, ChannelScope, Scope};
+use buzz_core::store::{AppendPoint, ChangeMark, ChannelScope, Scope};
 use buzz_nostr::filter::Filter;
 use negentropy::{Bound, Error, Item, NegentropyStorageBase, NegentropyStorageVector};
 use std::collections::HashMap;
@@ -97,6 +103,18 @@ pub(crate) struct Kept {
     pub(crate) mark: ChangeMark,
     /// Unix seconds: the earliest expiry ahead when it was read (`None`: none).
     pub(crate) valid_until: Option<i64>,
+    /// Where its read stood among the store's appends (SQLite; `None` on PostgreSQL).
+    pub(crate) point: Option<AppendPoint>,
+}
+
+/// What the cache holds for an open.
+pub(crate) enum Lookup {
+    /// Still the set: reuse it as it is.
+    Fresh(Arc<Kept>),
+    /// Not the set any more, but unexpired and with an append point: the next set may
+    /// be this one and the rows appended since.
+    Base(Arc<Kept>),
+    Miss,
 }
 
 struct Entry {
@@ -125,27 +143,36 @@ impl SetCache {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// The kept set for `key` if it is still the set under `mark` at `now_secs`.
+    /// The kept set for `key` if it is still the set under `mark` at `now_secs`, else
+    /// one it may be brought up from. A base is not bounded by [`MAX_AGE`]: its append
+    /// point, read in the same transaction as its rows, vouches for it exactly (the age
+    /// bounds only what a lost move of PostgreSQL's shared mark could cost).
     pub(crate) fn get(
         &self,
         key: &SetKey,
         mark: ChangeMark,
         now_secs: i64,
         now: Instant,
-    ) -> Option<Arc<Kept>> {
+    ) -> Lookup {
         let mut entries = self.lock();
-        let entry = entries.get_mut(key)?;
-        let fresh = entry.kept.mark == mark
-            && entry.kept.valid_until.is_none_or(|t| now_secs < t)
-            && now.saturating_duration_since(entry.read_at) < MAX_AGE;
-        if !fresh {
-            let stale = entries.remove(key);
-            drop(entries);
-            drop(stale);
-            return None;
+        let Some(entry) = entries.get_mut(key) else {
+            return Lookup::Miss;
+        };
+        let unexpired = entry.kept.valid_until.is_none_or(|t| now_secs < t);
+        if unexpired
+            && entry.kept.mark == mark
+            && now.saturating_duration_since(entry.read_at) < MAX_AGE
+        {
+            entry.used_at = now;
+            return Lookup::Fresh(entry.kept.clone());
         }
-        entry.used_at = now;
-        Some(entry.kept.clone())
+        if unexpired && entry.kept.point.is_some() {
+            return Lookup::Base(entry.kept.clone());
+        }
+        let stale = entries.remove(key);
+        drop(entries);
+        drop(stale);
+        Lookup::Miss
     }
 
     /// Keep `kept` as read at `now`, dropping the least recently used sets to make room.
@@ -212,12 +239,34 @@ mod tests {
     }
 
     fn kept(records: usize, mark: ChangeMark, valid_until: Option<i64>) -> Arc<Kept> {
+        kept_at(records, mark, valid_until, None)
+    }
+
+    fn kept_at(
+        records: usize,
+        mark: ChangeMark,
+        valid_until: Option<i64>,
+        point: Option<AppendPoint>,
+    ) -> Arc<Kept> {
         Arc::new(Kept {
             set: SharedSet(Arc::new(NegentropyStorageVector::new())),
             records,
             mark,
             valid_until,
+            point,
         })
+    }
+
+    impl Lookup {
+        fn is_fresh(&self) -> bool {
+            matches!(self, Lookup::Fresh(_))
+        }
+        fn is_base(&self) -> bool {
+            matches!(self, Lookup::Base(_))
+        }
+        fn is_miss(&self) -> bool {
+            matches!(self, Lookup::Miss)
+        }
     }
 
     fn key(filter: &str) -> SetKey {
@@ -231,26 +280,50 @@ mod tests {
         let (mark, later) = (ChangeMark::for_tests(1), ChangeMark::for_tests(2));
         let t0 = Instant::now();
         cache.put(key("{}"), kept(10, mark, Some(1_000)), t0);
-        assert!(cache.get(&key("{}"), mark, 999, t0).is_some());
-        assert!(cache.get(&key("{\"kinds\":[1]}"), mark, 999, t0).is_none());
+        assert!(cache.get(&key("{}"), mark, 999, t0).is_fresh());
+        assert!(cache.get(&key("{\"kinds\":[1]}"), mark, 999, t0).is_miss());
         assert!(
-            cache.get(&key("{}"), later, 999, t0).is_none(),
+            cache.get(&key("{}"), later, 999, t0).is_miss(),
             "another mark"
         );
         assert_eq!(cache.totals(), (0, 0), "a stale set is dropped");
 
         cache.put(key("{}"), kept(10, mark, Some(1_000)), t0);
         assert!(
-            cache.get(&key("{}"), mark, 1_000, t0).is_none(),
+            cache.get(&key("{}"), mark, 1_000, t0).is_miss(),
             "at its expiry"
         );
         cache.put(key("{}"), kept(10, mark, None), t0);
         assert!(
             cache
                 .get(&key("{}"), mark, i64::MAX, t0 + MAX_AGE)
-                .is_none(),
+                .is_miss(),
             "too old"
         );
+    }
+
+    #[test]
+    fn a_set_with_an_append_point_is_a_base_until_its_expiry_whatever_its_age() {
+        let cache = SetCache::new(100);
+        let (mark, later) = (ChangeMark::for_tests(1), ChangeMark::for_tests(2));
+        let point = Some(AppendPoint::for_tests(3, 40));
+        let t0 = Instant::now();
+        cache.put(key("{}"), kept_at(10, mark, Some(1_000), point), t0);
+        assert!(cache.get(&key("{}"), mark, 999, t0).is_fresh());
+        assert!(
+            cache.get(&key("{}"), later, 999, t0).is_base(),
+            "another mark"
+        );
+        assert!(
+            cache.get(&key("{}"), mark, 999, t0 + MAX_AGE).is_base(),
+            "too old to reuse as it is"
+        );
+        assert_eq!(cache.totals(), (1, 10), "a base stays until replaced");
+        assert!(
+            cache.get(&key("{}"), later, 1_000, t0).is_miss(),
+            "at its expiry"
+        );
+        assert_eq!(cache.totals(), (0, 0), "an expired set is dropped");
     }
 
     #[test]
@@ -263,8 +336,8 @@ mod tests {
         let other: ChannelSet = ["b".to_owned()].into_iter().collect();
         let of = |set: &ChannelSet| SetKey::of(&scope(ChannelScope::Only(set.clone())), &filter);
         cache.put(of(&one), kept(1, mark, None), now);
-        assert!(cache.get(&of(&one), mark, 0, now).is_some());
-        assert!(cache.get(&of(&other), mark, 0, now).is_none());
+        assert!(cache.get(&of(&one), mark, 0, now).is_fresh());
+        assert!(cache.get(&of(&other), mark, 0, now).is_miss());
     }
 
     #[test]
@@ -276,11 +349,15 @@ mod tests {
         cache.put(key("{\"kinds\":[1]}"), kept(40, mark, None), at(0));
         cache.put(key("{\"kinds\":[2]}"), kept(40, mark, None), at(1));
         // Kind 1 used since: kind 2 is the least recently used.
-        assert!(cache.get(&key("{\"kinds\":[1]}"), mark, 0, at(2)).is_some());
+        assert!(cache
+            .get(&key("{\"kinds\":[1]}"), mark, 0, at(2))
+            .is_fresh());
         cache.put(key("{\"kinds\":[3]}"), kept(40, mark, None), at(3));
         assert_eq!(cache.totals(), (2, 80));
-        assert!(cache.get(&key("{\"kinds\":[2]}"), mark, 0, at(4)).is_none());
-        assert!(cache.get(&key("{\"kinds\":[1]}"), mark, 0, at(4)).is_some());
+        assert!(cache.get(&key("{\"kinds\":[2]}"), mark, 0, at(4)).is_miss());
+        assert!(cache
+            .get(&key("{\"kinds\":[1]}"), mark, 0, at(4))
+            .is_fresh());
         // Larger than the whole bound: not kept, nothing dropped for it.
         cache.put(key("{\"kinds\":[4]}"), kept(101, mark, None), at(5));
         assert_eq!(cache.totals(), (2, 80));

@@ -20,6 +20,7 @@ use std::collections::HashSet;
 both_backends!(
     every_acknowledged_write_is_in_the_next_open,
     a_removed_member_loses_the_channel_at_the_next_open,
+    messages_appended_since_a_kept_set_keep_the_reader_s_scope,
 );
 
 fn ids<'a>(events: impl IntoIterator<Item = &'a Event>) -> HashSet<String> {
@@ -145,6 +146,46 @@ async fn a_removed_member_loses_the_channel_at_the_next_open(backend: TestBacken
         "removed, bob reads the channel as an empty one: {} records",
         got.need.len()
     );
+    relay.stop().await;
+}
+
+/// On SQLite a kept set made stale by appends alone is brought up to date with the rows
+/// appended since (`records.rs`): those rows must be read under the reader's scope and
+/// filter like the set itself — a message in a channel the reader cannot read, or of
+/// another kind, stays out.
+async fn messages_appended_since_a_kept_set_keep_the_reader_s_scope(
+    backend: TestBackend,
+    name: &str,
+) {
+    let Some(relay) = relay(backend, name, |_| {}).await else {
+        return;
+    };
+    let (alice, bob) = (Keys::generate(), Keys::generate());
+    let mut a = authed(&relay, &alice).await;
+    let open = create_channel(&mut a, &alice, false).await;
+    let private = create_channel(&mut a, &alice, true).await;
+    let mut expected = ids(&post(&mut a, &alice, &open, 3).await);
+    let mut b = authed(&relay, &bob).await;
+    let filter = json!({"kinds": [9]});
+    for round in 0..2 {
+        let got = reconcile(&mut b, &format!("k{round}"), filter.clone(), &[])
+            .await
+            .expect("reconciled");
+        assert_eq!(got.need, expected, "open {round}");
+    }
+    for round in 0..3 {
+        let readable = post(&mut a, &alice, &open, 1).await;
+        post(&mut a, &alice, &private, 1).await;
+        publish_ok(&mut a, alice.sign(1, vec![], "another kind", now())).await;
+        expected.extend(ids(&readable));
+        let got = reconcile(&mut b, &format!("n{round}"), filter.clone(), &[])
+            .await
+            .expect("reconciled");
+        assert_eq!(
+            got.need, expected,
+            "after appends {round}: the open channel's new message only"
+        );
+    }
     relay.stop().await;
 }
 

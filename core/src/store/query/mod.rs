@@ -17,9 +17,10 @@
 //! One file per job: `scope.rs` is the reader's scope model (what a reader may see),
 //! `filter_sql.rs` writes a filter and a scope as SQL conditions, `tag_walk.rs` reads a
 //! tag filter down the tag index newest first, `matching.rs` reads the
-//! matches (keys, stamps, counts), `by_seq.rs` loads the events those keys name, and
+//! matches (keys, stamps, counts), `appended.rs` the stamps appended since a kept read, `by_seq.rs` loads the events those keys name, and
 //! `rows.rs` holds the stored row types and their conversion to events and wire JSON.
 
+mod appended;
 mod by_seq;
 mod filter_sql;
 mod matching;
@@ -27,6 +28,7 @@ mod rows;
 mod scope;
 mod tag_walk;
 
+pub use appended::appended_stamps;
 pub use by_seq::{load_events, load_wire_events};
 pub use matching::{count_matching, query_events, query_keys, query_stamps, Count, EventKey};
 pub use rows::{row_to_event, EventRow, WireEvent};

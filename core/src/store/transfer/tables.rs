@@ -24,8 +24,14 @@ pub const CORE_TABLES: &[&str] = &[
 ];
 
 /// Tables that are bookkeeping, not data: diesel's migration record (the destination
-/// gets its own by migrating) and the copy marker.
-const NOT_DATA: &[&str] = &["__diesel_schema_migrations", super::copy::MARKER_TABLE];
+/// gets its own by migrating), the copy marker, and SQLite's count of rewriting commits
+/// (`store/change_mark.rs`: it describes its own database's commits, and only a running
+/// process's kept reads compare it; a destination starts its own at zero).
+const NOT_DATA: &[&str] = &[
+    "__diesel_schema_migrations",
+    super::copy::MARKER_TABLE,
+    "event_rewrites",
+];
 
 #[derive(QueryableByName)]
 struct Name {

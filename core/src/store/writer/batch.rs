@@ -2,6 +2,7 @@
 //! per job only when one fails (never when the database said "not now"); on PostgreSQL
 //! runs of independent event jobs inserted as one group.
 
+use super::super::change_mark::note_rewrite;
 use super::super::conn::Conn;
 use super::super::group_insert::insert_group;
 use super::super::group_writes::GroupWrites;
@@ -16,7 +17,8 @@ use diesel::{Connection, PgConnection};
 /// run back to back; if one fails, that transaction is rolled back and the batch runs
 /// again with each job in its own savepoint, so a failing job rolls back alone.
 /// `after_commit` runs once the transaction committed, before any job is answered.
-/// Returns whether a transaction committed.
+/// A batch with a job that may do more than append an independent event is counted as a
+/// rewrite in its transaction (`change_mark.rs`). Returns whether a transaction committed.
 pub(super) fn commit_batch<C: Connection>(
     conn: &mut C,
     wrap: impl Fn(&mut C) -> Conn<'_>,
@@ -25,8 +27,13 @@ pub(super) fn commit_batch<C: Connection>(
     jobs: Vec<Request>,
 ) -> bool {
     let mut results: Vec<Result<AnyBox, Reason>> = Vec::with_capacity(jobs.len());
-    let optimistic =
-        conn.transaction::<(), Reason, _>(|conn| optimistic(conn, &jobs, &mut results));
+    let rewrites = jobs.iter().any(|request| request.work.may_rewrite());
+    let optimistic = conn.transaction::<(), Reason, _>(|conn| {
+        if rewrites {
+            note_rewrite(&mut wrap(conn))?;
+        }
+        optimistic(conn, &jobs, &mut results)
+    });
     let committed = match optimistic {
         Ok(()) => Ok(()),
         // The database said "not now" (a statement or lock timeout, a lost connection):
@@ -42,6 +49,9 @@ pub(super) fn commit_batch<C: Connection>(
         Err(_) => {
             results.clear();
             conn.transaction::<(), diesel::result::Error, _>(|conn| {
+                if rewrites {
+                    note_rewrite(&mut wrap(conn))?;
+                }
                 for request in &jobs {
                     results.push(
                         conn.transaction::<AnyBox, Reason, _>(|c| run(&mut wrap(c), &request.work)),

@@ -37,6 +37,19 @@ pub(super) enum Work {
     },
 }
 
+impl Work {
+    /// Whether this job may change a stored event's rows, or who reads them, other than
+    /// by appending one independent event (`change_mark.rs`: what a kept read can take
+    /// in without being read again).
+    pub(super) fn may_rewrite(&self) -> bool {
+        match self {
+            Work::Any(_) => true,
+            Work::OwnRows(_) => false,
+            Work::Event { independent, .. } => !independent,
+        }
+    }
+}
+
 pub(super) struct Request {
     pub(super) work: Work,
     pub(super) reply: Reply,
