@@ -157,10 +157,12 @@ function shapes(h) {
     ["anonymous", '{"kinds":[0],"limit":1}', () => ["req", { kinds: [0], limit: 1 }]],
     ["member", '{"kinds":[1],"limit":1}', () => ["req", { kinds: [1], limit: 1 }]],
     ["anonymous", "NEG-OPEN {}", () => ["neg", {}]],
-    // The same open right after a write (the member's kind-0 profile, replaced each
-    // time so the history keeps its size): the set kept from the open before is no
-    // longer the set, so this is the open that reads and seals it.
-    ["anonymous", "NEG-OPEN {} after a write", () => ["neg-after-write", {}]],
+    // The same open right after a write. A profile (kind 0, replaced each time so the
+    // history keeps its size; called "after a write" in earlier runs) replaces a row:
+    // the set kept from the open before is read and sealed again. A note (kind 1, in
+    // this set) only appends: on SQLite the kept set takes in the rows appended since.
+    ["anonymous", "NEG-OPEN {} after a profile", () => ["neg-after-profile", {}]],
+    ["anonymous", "NEG-OPEN {} after a note", () => ["neg-after-note", {}]],
     ["member", '{"kinds":[9],"#h":[ch],"limit":20}', (i) => ["req", { kinds: [9], "#h": [channel(i)], limit: 20 }]],
     ["member", '{"kinds":[9],"limit":1}', () => ["req", { kinds: [9], limit: 1 }]],
     ["anonymous", '{"kinds":[1],"limit":50}', () => ["req", { kinds: [1], limit: 50 }]],
@@ -175,16 +177,17 @@ function shapes(h) {
 }
 
 // One request, timed to the end of its answer: { ms, events, end }. `writer` publishes
-// the untimed write of a "neg-after-write" request.
-let profileAt = Math.floor(Date.now() / 1000) - 800;
+// the untimed write of a "neg-after-…" request. Profiles count up from 800 s ago, each a
+// second after the last (a replacement must be newer), never older than the relay's
+// 900 s skew bound however long the import before took.
+let profileAt = 0;
 async function once(client, [how, filter], i, writer) {
-  if (how === "neg-after-write") {
-    const profile = finalizeEvent(
-      { kind: 0, created_at: ++profileAt, tags: [], content: JSON.stringify({ name: `reader ${i}` }) },
-      writer.key,
-    );
-    const [ok, text] = await writer.client.publish(profile);
-    if (!ok) throw new Error(`the profile write was refused: ${text}`);
+  if (how === "neg-after-profile" || how === "neg-after-note") {
+    const write = how === "neg-after-profile"
+      ? { kind: 0, created_at: (profileAt = Math.max(profileAt + 1, Math.floor(Date.now() / 1000) - 800)), tags: [], content: JSON.stringify({ name: `reader ${i}` }) }
+      : { kind: 1, created_at: Math.floor(Date.now() / 1000), tags: [], content: `note ${i} ${Math.random()}` };
+    const [ok, text] = await writer.client.publish(finalizeEvent(write, writer.key));
+    if (!ok) throw new Error(`the ${how} write was refused: ${text}`);
     how = "neg";
   }
   const before = client.unparsedEvents;

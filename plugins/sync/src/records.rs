@@ -21,7 +21,7 @@ use buzz_core::error::Reason;
 use buzz_core::plugin::{PlainReads, Services};
 use buzz_core::store::{append_point, appended_stamps, next_expiry, query_stamps, Scope};
 use buzz_nostr::filter::Filter;
-use negentropy::{Id, NegentropyStorageBase, NegentropyStorageVector};
+use negentropy::{Id, Item, NegentropyStorageBase, NegentropyStorageVector};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -183,16 +183,45 @@ fn seal(stamps: Vec<(i64, String)>) -> Result<(NegentropyStorageVector, usize), 
     seal_into(NegentropyStorageVector::with_capacity(stamps.len()), stamps)
 }
 
-/// A copy of `base` with `appended` added, sealed (sessions may still hold `base`).
+/// A copy of `base` with `appended` added, sealed (sessions may still hold `base`). The
+/// two are merged in order, so sealing finds the items sorted and only checks them: a
+/// sort of the whole set for a few new rows cost more than the read they replaced.
 fn extend(
     base: &SharedSet,
     appended: Vec<(i64, String)>,
 ) -> Result<(NegentropyStorageVector, usize), Reason> {
-    let mut storage = NegentropyStorageVector::clone(&base.0);
-    storage
-        .unseal()
-        .map_err(|e| Reason::Internal(anyhow::anyhow!("record set: {e}")))?;
-    seal_into(storage, appended)
+    let failed = |e: negentropy::Error| Reason::Internal(anyhow::anyhow!("record set: {e}"));
+    let mut new = appended
+        .into_iter()
+        .map(|(created_at, id)| item(created_at, &id))
+        .collect::<Result<Vec<Item>, Reason>>()?;
+    new.sort_unstable();
+    let size = base.size().map_err(failed)?;
+    let mut storage = NegentropyStorageVector::with_capacity(size + new.len());
+    let mut new = new.into_iter().peekable();
+    base.iterate(0, size, &mut |old, _| {
+        while let Some(next) = new.next_if(|next| *next < old) {
+            storage.insert(next.timestamp, next.id)?;
+        }
+        storage.insert(old.timestamp, old.id)?;
+        Ok(true)
+    })
+    .map_err(failed)?;
+    for next in new {
+        storage.insert(next.timestamp, next.id).map_err(failed)?;
+    }
+    seal_into(storage, Vec::new())
+}
+
+/// A stored stamp as a negentropy item.
+fn item(created_at: i64, id: &str) -> Result<Item, Reason> {
+    let mut bytes = [0u8; 32];
+    hex::decode_to_slice(id, &mut bytes)
+        .map_err(|e| Reason::Internal(anyhow::anyhow!("stored event id {id:?}: {e}")))?;
+    // Stored events have passed the clock-skew check; a negative time cannot occur and
+    // would sort first anyway.
+    let at = u64::try_from(created_at).unwrap_or(0);
+    Ok(Item::with_timestamp_and_id(at, Id::from_byte_array(bytes)))
 }
 
 /// `stamps` inserted into unsealed `storage`, then sealed: sorted, and how many records.
@@ -201,14 +230,9 @@ fn seal_into(
     stamps: Vec<(i64, String)>,
 ) -> Result<(NegentropyStorageVector, usize), Reason> {
     for (created_at, id) in stamps {
-        let mut bytes = [0u8; 32];
-        hex::decode_to_slice(&id, &mut bytes)
-            .map_err(|e| Reason::Internal(anyhow::anyhow!("stored event id {id:?}: {e}")))?;
-        // Stored events have passed the clock-skew check; a negative time cannot occur
-        // and would sort first anyway.
-        let at = u64::try_from(created_at).unwrap_or(0);
+        let item = item(created_at, &id)?;
         storage
-            .insert(at, Id::from_byte_array(bytes))
+            .insert(item.timestamp, item.id)
             .map_err(|e| Reason::Internal(anyhow::anyhow!("record set: {e}")))?;
     }
     storage
@@ -218,4 +242,50 @@ fn seal_into(
         .size()
         .map_err(|e| Reason::Internal(anyhow::anyhow!("record set: {e}")))?;
     Ok((storage, records))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(n: u8) -> String {
+        hex::encode([n; 32])
+    }
+
+    fn items(set: &NegentropyStorageVector) -> Vec<(u64, u8)> {
+        let mut out = Vec::new();
+        let size = set.size().expect("sealed");
+        set.iterate(0, size, &mut |item, _| {
+            out.push((item.timestamp, item.id.as_bytes()[0]));
+            Ok(true)
+        })
+        .expect("iterate");
+        out
+    }
+
+    #[test]
+    fn appended_rows_merge_in_order_wherever_they_fall() {
+        let (base, records) =
+            seal(vec![(10, id(1)), (20, id(2)), (20, id(4)), (30, id(5))]).expect("seal");
+        assert_eq!(records, 4);
+        let base = SharedSet(Arc::new(base));
+        // Older than all, a tie broken by id, between, and newest; given out of order.
+        let appended = vec![(40, id(9)), (5, id(7)), (20, id(3)), (25, id(6))];
+        let (set, records) = extend(&base, appended).expect("extend");
+        assert_eq!(records, 8);
+        assert_eq!(
+            items(&set),
+            vec![
+                (5, 7),
+                (10, 1),
+                (20, 2),
+                (20, 3),
+                (20, 4),
+                (25, 6),
+                (30, 5),
+                (40, 9)
+            ]
+        );
+        assert_eq!(items(&base.0).len(), 4, "the base is left as it was");
+    }
 }
