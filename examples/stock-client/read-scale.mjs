@@ -4,7 +4,8 @@
 //   node read-scale.mjs --relay-bin ../../target/release/buzz-relay \
 //       --storage-bench ../../target/release/storage-bench [--sizes 20000,1000000] \
 //       [--data-root /tmp/buzz-read-scale] [--notes-share 0.05] [--single 300] \
-//       [--database-url-base postgres://postgres@127.0.0.1:5432]
+//       [--database-url-base postgres://postgres@127.0.0.1:5432] \
+//       [--peer-bin nostr-rs-relay [--peer-bulkloader bulkloader] [--peer-single N] [--peer-warmup N]]
 //
 // For each size N (events of the history besides the channels' setup and the profiles):
 // 1. `storage-bench --events M --notes K --profiles --keys-out …` writes the history once
@@ -26,11 +27,17 @@
 //
 // Anonymous shapes are read before AUTH; member shapes on a connection authenticated
 // (NIP-42) as storage-bench's first author, who created channel 0 and joined every other.
+//
+// --peer-bin <nostr-rs-relay> measures nostr-rs-relay on the same history beside each
+// size (SQLite; its own `bulkloader`, found next to it or given with --peer-bulkloader,
+// loads the history once into --data-root/hN/peer/, and the `sqlite3` shell adds the tag
+// rows it leaves out): every REQ shape, read without AUTH (nostr-rs-relay keeps no
+// channel scopes), and no NEG-OPEN (it has no NIP-77).
 // The scratch databases are kept for EXPLAIN; drop them with
 // `dropdb -h 127.0.0.1 -U postgres buzz_scale_N` (or run with --drop).
 import { spawn, spawnSync } from "node:child_process";
 import { createReadStream, createWriteStream, existsSync, mkdirSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { createInterface } from "node:readline";
 import { tmpdir } from "node:os";
 import { finalizeEvent, getPublicKey } from "nostr-tools/pure";
@@ -42,7 +49,8 @@ import { Client, newKey, pubkeyOf } from "./wire.mjs";
 const args = commandLine();
 if (!args["relay-bin"]) throw new Error("--relay-bin <buzz-relay> is required");
 if (!args["storage-bench"]) throw new Error("--storage-bench <storage-bench> is required");
-if (args["peer-bin"]) throw new Error("--peer-bin is not supported yet (see the README)");
+const peerBin = args["peer-bin"] ? resolve(args["peer-bin"]) : null;
+const peerBulkloader = peerBin ? resolve(args["peer-bulkloader"] ?? join(dirname(peerBin), "bulkloader")) : null;
 const relayBin = resolve(args["relay-bin"]);
 const storageBench = resolve(args["storage-bench"]);
 const sizes = (args.sizes ?? "20000,1000000").split(",").map(Number);
@@ -50,6 +58,9 @@ const dataRoot = resolve(args["data-root"] ?? join(tmpdir(), "buzz-read-scale"))
 const notesShare = Number(args["notes-share"] ?? 0.05);
 const single = Number(args.single ?? 300);
 const warmup = Number(args.warmup ?? 30);
+// nostr-rs-relay walks its time index for several shapes: fewer requests keep a 1M run short.
+const peerSingle = Number(args["peer-single"] ?? single);
+const peerWarmup = Number(args["peer-warmup"] ?? warmup);
 const pgBase = args["database-url-base"]?.replace(/\/+$/, "");
 const backend = pgBase ? "postgres" : "sqlite";
 const pg = pgBase ? new URL(pgBase) : null;
@@ -177,14 +188,14 @@ function shapes(h) {
 }
 
 // One request, timed to the end of its answer: { ms, events, end }. `writer` publishes
-// the untimed write of a "neg-after-…" request. Profiles count up from 800 s ago, each a
-// second after the last (a replacement must be newer), never older than the relay's
+// the untimed write of a "neg-after-…" request. Profiles count up a second at a time (a
+// replacement must be newer) from 800 s before the relay's measurement began, within its
 // 900 s skew bound however long the import before took.
 let profileAt = 0;
 async function once(client, [how, filter], i, writer) {
   if (how === "neg-after-profile" || how === "neg-after-note") {
     const write = how === "neg-after-profile"
-      ? { kind: 0, created_at: (profileAt = Math.max(profileAt + 1, Math.floor(Date.now() / 1000) - 800)), tags: [], content: JSON.stringify({ name: `reader ${i}` }) }
+      ? { kind: 0, created_at: ++profileAt, tags: [], content: JSON.stringify({ name: `reader ${i}` }) }
       : { kind: 1, created_at: Math.floor(Date.now() / 1000), tags: [], content: `note ${i} ${Math.random()}` };
     const [ok, text] = await writer.client.publish(finalizeEvent(write, writer.key));
     if (!ok) throw new Error(`the ${how} write was refused: ${text}`);
@@ -214,19 +225,76 @@ async function measure(size, h, db) {
     env: relayEnv(db.dataDir, db.databaseUrl, port),
     stdio: ["ignore", "ignore", "inherit"],
   });
+  return measureOn({ name: backend, child, url: `ws://127.0.0.1:${port}/`, auth: true }, size, h, single, warmup);
+}
+
+// 3'. nostr-rs-relay on the same history, loaded once with its bulkloader.
+async function measurePeer(size, h) {
+  const dir = join(h.dir, "peer");
+  mkdirSync(dir, { recursive: true });
+  const port = await freePort();
+  writeFileSync(
+    join(dir, "config.toml"),
+    `[info]\nrelay_url = "ws://127.0.0.1:${port}/"\nname = "peer"\n` +
+      `[database]\ndata_directory = "${dir}"\n` +
+      `[network]\naddress = "127.0.0.1"\nport = ${port}\n` +
+      `[limits]\nmax_event_bytes = 524288\n`,
+  );
+  const start = () =>
+    spawn(peerBin, ["--config", join(dir, "config.toml"), "--db", dir], {
+      cwd: dir,
+      env: { ...process.env, RUST_LOG: "warn" },
+      stdio: ["ignore", "ignore", "inherit"],
+    });
   const url = `ws://127.0.0.1:${port}/`;
+  const marker = join(dir, "loaded");
+  if (!existsSync(marker)) {
+    // The bulkloader writes only to a database the relay has created (its schema).
+    const first = start();
+    await waitForRelay(url, first);
+    first.kill("SIGTERM");
+    await new Promise((res) => (first.exitCode !== null ? res() : first.once("exit", res)));
+    const started = performance.now();
+    const input = createReadStream(h.file);
+    await new Promise((res, rej) => input.once("open", res).once("error", rej));
+    const loader = spawn(peerBulkloader, [], { cwd: dir, stdio: [input, "ignore", "inherit"] });
+    const code = await new Promise((res) => loader.once("exit", res));
+    if (code !== 0) throw new Error(`nostr-rs-relay's bulkloader failed (${code})`);
+    // Its bulkloader (0.8.12) writes no tag rows, so `#h` and `#t` would answer nothing.
+    // The single-letter tags whose values are not hex (channel ids, topics: every tag a
+    // shape reads) are added as the relay itself would index them.
+    run("sqlite3", [
+      join(dir, "nostr.db"),
+      "INSERT INTO tag (event_id, name, value, created_at, kind) " +
+        "SELECT e.id, json_extract(t.value, '$[0]'), json_extract(t.value, '$[1]'), e.created_at, e.kind " +
+        "FROM event e, json_each(json_extract(e.content, '$.tags')) t " +
+        "WHERE length(json_extract(t.value, '$[0]')) = 1 AND json_extract(t.value, '$[1]') GLOB '*[^0-9a-f]*';",
+    ]);
+    writeFileSync(marker, "loaded\n");
+    console.log(`h${size}: loaded into nostr-rs-relay in ${seconds(started)} s`);
+  }
+  return measureOn({ name: "nostr-rs-relay", child: start(), url, auth: false }, size, h, peerSingle, peerWarmup);
+}
+
+// Every shape on one running relay; the relay is stopped at the end. Without `auth` the
+// member's shapes are read unauthenticated and NEG-OPEN shapes are left out.
+async function measureOn({ name, child, url, auth }, size, h, single, warmup) {
   try {
     await waitForRelay(url, child);
     const anonymous = await Client.connect(url, undefined, { light: true });
-    const member = await Client.connect(url, h.keys[0], { light: true });
+    const member = await Client.connect(url, auth ? h.keys[0] : undefined, { light: true });
     const clientOf = (who) => (who === "member" ? member : anonymous);
-    const writer = { client: member, key: h.keys[0] };
-    const list = shapes(h);
+    // The writes before NEG-OPENs come from a key of their own, new each run, so its
+    // profiles count up from 800 s ago whatever earlier runs left in the history.
+    const writerKey = newKey();
+    const writer = { client: auth ? await Client.connect(url, writerKey, { light: true }) : member, key: writerKey };
+    profileAt = Math.floor(Date.now() / 1000) - 800;
+    const list = shapes(h).filter(([, label]) => auth || !label.startsWith("NEG-OPEN"));
     for (let i = 0; i < warmup; i++) {
       for (const [who, , make] of list) await once(clientOf(who), make(i), i, writer);
     }
     console.log(
-      `\n${backend}, ${size} events (${h.notes} notes, ${h.channels.length} channels), relay pid ${child.pid}, ` +
+      `\n${name}, ${size} events (${h.notes} notes, ${h.channels.length} channels), relay pid ${child.pid}, ` +
         `${single} requests per shape, one at a time on one connection:`,
     );
     const results = {};
@@ -244,7 +312,7 @@ async function measure(size, h, db) {
       }
       const cpuMs = ((cpuSeconds(child.pid) - cpu0) * 1000) / single;
       timings.sort((a, b) => a - b);
-      const r = { p50: percentile(timings, 50), p99: percentile(timings, 99), cpuMs };
+      const r = { p50: percentile(timings, 50), p99: percentile(timings, 99), cpuMs, events: events / single };
       results[`${who} ${label}`] = r;
       console.log(
         `${`${who} ${label}`.padEnd(46)} p50 ${r.p50.toFixed(2).padStart(7)} ms  p99 ${r.p99.toFixed(2).padStart(7)} ms` +
@@ -254,6 +322,7 @@ async function measure(size, h, db) {
     }
     anonymous.close();
     member.close();
+    if (writer.client !== member) writer.client.close();
     return results;
   } finally {
     child.kill("SIGTERM");
@@ -262,10 +331,12 @@ async function measure(size, h, db) {
 }
 
 const all = {};
+const peer = {};
 for (const size of sizes) {
   const h = await history(size);
   const db = imported(size, h);
   all[size] = await measure(size, h, db);
+  if (peerBin) peer[size] = await measurePeer(size, h);
 }
 if (args.drop !== undefined && pg) {
   for (const size of sizes) run("dropdb", [...pgFlags, "--if-exists", `buzz_scale_${size}`]);
@@ -280,5 +351,23 @@ if (sizes.length > 1) {
       `${label.padEnd(46)} ${a.toFixed(2).padStart(7)} ms  ${b.toFixed(2).padStart(7)} ms  ${(b / a).toFixed(2).padStart(5)}×` +
         `  ${b / a <= 1.5 ? "yes" : "NO "}  ${b <= 5 ? "yes" : "NO"}`,
     );
+  }
+}
+
+if (peerBin) {
+  for (const size of sizes) {
+    console.log(`\n${size} events: shape: p50 ${backend}, p50 nostr-rs-relay, ratio (${backend} / nostr-rs-relay)`);
+    for (const label of Object.keys(all[size])) {
+      const ours = all[size][label];
+      const theirs = peer[size][label];
+      // A ratio of answers of different sizes says nothing: say so instead.
+      const differ = theirs && theirs.events !== ours.events ? `  (answers differ: ${ours.events} vs ${theirs.events} events)` : "";
+      console.log(
+        `${label.padEnd(46)} ${ours.p50.toFixed(2).padStart(7)} ms  ` +
+          (theirs === undefined
+            ? "    n/a (no NIP-77)"
+            : `${theirs.p50.toFixed(2).padStart(7)} ms  ${(ours.p50 / theirs.p50).toPrecision(3).padStart(6)}×${differ}`),
+      );
+    }
   }
 }
