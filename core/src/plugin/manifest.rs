@@ -7,7 +7,7 @@
 //! plugin only through the catalog, so it never names one.
 
 use super::admin::AdminPanel;
-use super::routes::{DeclaredRoute, Route};
+use super::routes::{DeclaredRoute, Route, RouteAuth, RouteBody, RouteMethod};
 use super::{Plugin, Services};
 use crate::config::PluginSection;
 use crate::error::Reason;
@@ -164,6 +164,17 @@ impl PluginEntry {
     /// `Err` naming the first route `mounted` has that the manifest does not declare, or
     /// declares that is not mounted.
     pub fn check_routes(&self, mounted: &[Route]) -> anyhow::Result<()> {
+        if let Some(bad) = self.routes.iter().find(|d| {
+            d.body == RouteBody::Streamed
+                && d.auth == RouteAuth::Nip98
+                && d.method == RouteMethod::Post
+        }) {
+            anyhow::bail!(
+                "plugin {} declares {bad}: NIP-98 on a POST needs the whole body before \
+                 the handler runs, so that route cannot be streamed",
+                self.name
+            );
+        }
         if let Some(extra) = mounted
             .iter()
             .find(|r| !self.routes.iter().any(|d| r.is(d)))
