@@ -159,7 +159,11 @@ async fn a_streamed_answer_and_its_head_carry_the_length() {
     let body = got.bytes().await.expect("body");
     assert_eq!(body.len() as u64, SERVED);
     assert!(body.iter().all(|b| *b == b'x'));
-    let head = client.head(url(&relay, "/blob")).send().await.expect("head");
+    let head = client
+        .head(url(&relay, "/blob"))
+        .send()
+        .await
+        .expect("head");
     assert_eq!(head.status(), 200);
     assert_eq!(
         head.headers()
@@ -174,11 +178,7 @@ async fn a_streamed_answer_and_its_head_carry_the_length() {
 async fn core_routes_win_over_a_root_pattern() {
     let relay = relay(10).await;
     let client = reqwest::Client::new();
-    let info = client
-        .get(url(&relay, "/info"))
-        .send()
-        .await
-        .expect("info");
+    let info = client.get(url(&relay, "/info")).send().await.expect("info");
     assert_eq!(info.status(), 200);
     let nip11: serde_json::Value = info.json().await.expect("nip11 json");
     assert!(nip11["supported_nips"].is_array(), "{nip11}");
@@ -216,13 +216,10 @@ async fn a_body_that_goes_quiet_is_cut_with_408() {
     socket.write_all(head.as_bytes()).await.expect("head");
     socket.write_all(&[1u8; 100]).await.expect("part");
     let mut answer = vec![0u8; 1024];
-    let read = tokio::time::timeout(
-        std::time::Duration::from_secs(10),
-        socket.read(&mut answer),
-    )
-    .await
-    .expect("answered before the test's bound")
-    .expect("read");
+    let read = tokio::time::timeout(std::time::Duration::from_secs(10), socket.read(&mut answer))
+        .await
+        .expect("answered before the test's bound")
+        .expect("read");
     let text = String::from_utf8_lossy(&answer[..read]);
     assert!(text.starts_with("HTTP/1.1 408"), "{text}");
     relay.stop().await;

@@ -1,0 +1,2 @@
+DROP TABLE media_owners;
+DROP TABLE media_blobs;
