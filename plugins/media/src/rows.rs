@@ -81,12 +81,15 @@ pub(crate) fn blob(conn: &mut Conn<'_>, cid: i64, sha: &str) -> Result<Option<Bl
     first(conn, BLOB, &[Val::I(cid), Val::T(sha)])
 }
 
-/// The blob and every owner's binding (`None`: unbound), or `None` when there is none.
+/// Every owner's binding of one blob: a channel, or `None` (unbound).
+pub(crate) type Bindings = Vec<Option<String>>;
+
+/// The blob and every owner's binding, or `None` when there is no such blob.
 pub(crate) fn blob_with_bindings(
     conn: &mut Conn<'_>,
     cid: i64,
     sha: &str,
-) -> Result<Option<(BlobRow, Vec<Option<String>>)>, Reason> {
+) -> Result<Option<(BlobRow, Bindings)>, Reason> {
     let Some(row) = blob(conn, cid, sha)? else {
         return Ok(None);
     };
