@@ -39,7 +39,10 @@ fn chunk(i: usize, buf: &mut [u8]) {
 async fn peak_growth<F: std::future::Future<Output = anyhow::Result<()>>>(
     work: F,
 ) -> anyhow::Result<(u64, Duration)> {
-    let (stop, peak) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU64::new(0)));
+    let (stop, peak) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicU64::new(0)),
+    );
     let before = rss_bytes();
     let sampler = {
         let (stop, peak) = (stop.clone(), peak.clone());
@@ -112,10 +115,15 @@ async fn main() -> anyhow::Result<()> {
     });
     let _ = warm.await;
 
-    let upload = send(addr, &host, &token, "PUT /upload", size, move |i, b| chunk(i, b));
+    let upload = send(addr, &host, &token, "PUT /upload", size, move |i, b| {
+        chunk(i, b)
+    });
     let (grew, took) = peak_growth(async {
         let status = upload.await?;
-        anyhow::ensure!(status.starts_with("HTTP/1.1 201"), "upload answered {status}");
+        anyhow::ensure!(
+            status.starts_with("HTTP/1.1 201"),
+            "upload answered {status}"
+        );
         Ok(())
     })
     .await?;

@@ -68,6 +68,24 @@ impl FsStore {
         }
     }
 
+    /// Delete upload temporaries not modified for `age`; how many went.
+    pub(crate) fn remove_temps_older_than(&self, age: std::time::Duration) -> u64 {
+        let Ok(entries) = std::fs::read_dir(self.dir.join("tmp")) else {
+            return 0;
+        };
+        let stale = |e: &std::fs::DirEntry| {
+            e.metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|elapsed| elapsed > age)
+        };
+        entries
+            .flatten()
+            .filter(|e| stale(e) && std::fs::remove_file(e.path()).is_ok())
+            .count() as u64
+    }
+
     /// Delete the blob's file (already gone is fine).
     pub(crate) fn remove(&self, cid: i64, sha256: &str) -> io::Result<()> {
         match std::fs::remove_file(self.path(cid, sha256)) {

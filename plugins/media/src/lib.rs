@@ -21,6 +21,8 @@
 //! | `fetch.rs` | `GET`/`HEAD /<sha256>`, with `Range` |
 //! | `manage.rs` | `DELETE /<sha256>` and `GET /list/<pubkey>` |
 //! | `fs_store.rs` | blobs on disk: content-addressed, temp file + rename |
+//! | `refs.rs` | which blobs stored events name (`imeta`, URLs), in their transaction |
+//! | `gc.rs` | garbage collection: the sweep and `buzz-relay media gc` |
 //! | `rows.rs` | the plugin's tables: blobs, owners, usage |
 //! | `error.rs` | refusals: status, `X-Reason`, metric name |
 
@@ -29,16 +31,21 @@ mod auth;
 mod error;
 mod fetch;
 mod fs_store;
+mod gc;
 mod manage;
 mod path;
 mod plugin;
 mod preflight;
+mod refs;
 mod rows;
 mod upload;
 
 pub use error::MediaError;
 pub use plugin::Media;
 
+use anyhow::Context;
+use buzz_core::clock::Clock;
+use buzz_core::config::Settings;
 use buzz_core::error::Reason;
 use buzz_core::plugin::{
     AdminPanel, AdminTable, DeclaredRoute, Plugin, PluginManifest, PluginMigrations, RouteAuth,
@@ -149,7 +156,7 @@ pub struct MediaPlugin;
 impl PluginManifest for MediaPlugin {
     const NAME: &'static str = NAME;
     const ENABLED_BY_DEFAULT: bool = true;
-    const TABLES: &'static [&'static str] = &["media_blobs", "media_owners"];
+    const TABLES: &'static [&'static str] = &["media_blobs", "media_owners", "media_refs"];
     // Every route checks its own authorization (BUD-11 or NIP-98), so core's is Public.
     const ROUTES: &'static [DeclaredRoute] = &[
         DeclaredRoute::new(RouteMethod::Put, UPLOAD_PATH, RouteAuth::Public).streamed(),
@@ -159,6 +166,10 @@ impl PluginManifest for MediaPlugin {
         DeclaredRoute::new(RouteMethod::Head, BLOB_PATH, RouteAuth::Public),
         DeclaredRoute::new(RouteMethod::Delete, BLOB_PATH, RouteAuth::Public),
     ];
+    const COMMANDS: &'static [(&'static str, &'static str)] = &[(
+        "gc",
+        "delete blobs no stored event names, once orphan_grace_secs have passed",
+    )];
     type Config = Config;
 
     fn validate(config: &Config) -> anyhow::Result<()> {
@@ -216,6 +227,24 @@ impl PluginManifest for MediaPlugin {
             )
             .fact("allowed types", config.allowed_types.join(", "))
             .table(table))
+    }
+
+    fn run_command(
+        command: &str,
+        config: &Config,
+        settings: &Settings,
+        conn: &mut Conn<'_>,
+    ) -> anyhow::Result<String> {
+        anyhow::ensure!(command == "gc", "no media command {command:?}");
+        let dir = config.fs_dir(&settings.relay.data_dir);
+        let fs = fs_store::FsStore::open(dir.clone())
+            .with_context(|| format!("opening the media directory {}", dir.display()))?;
+        let now = buzz_core::clock::SystemClock.now_secs();
+        let swept = gc::sweep_conn(conn, &fs, now, config.orphan_grace_secs)?;
+        Ok(format!(
+            "media gc: {} blobs ({} bytes) deleted, {} abandoned uploads removed",
+            swept.blobs, swept.bytes, swept.temp_files
+        ))
     }
 
     fn build(config: Config, services: &Services) -> anyhow::Result<Arc<dyn Plugin>> {

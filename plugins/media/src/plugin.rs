@@ -7,9 +7,12 @@ use crate::{fetch, manage, preflight, upload, Config, BLOB_PATH, LIST_PATH, NAME
 use anyhow::Context;
 use buzz_core::error::Reason;
 use buzz_core::plugin::{
-    Plugin, PluginRequest, PluginResponse, Route, RouteAuth, RouteBody, RouteHandler, RouteMethod,
-    Services,
+    Plugin, PluginRequest, PluginResponse, PurgedEvent, Route, RouteAuth, RouteBody, RouteHandler,
+    RouteMethod, Services, Tx,
 };
+use buzz_core::store::Conn;
+use buzz_core::stored::StoredEvent;
+use futures_util::future::BoxFuture;
 use serde_json::{json, Map, Value};
 use std::sync::Arc;
 use tokio::sync::Semaphore;
@@ -143,6 +146,39 @@ impl Plugin for Media {
                 "auth": ["blossom-24242", "nip-98"],
             }),
         );
+    }
+
+    /// The blobs this event names, for garbage collection (`refs.rs`).
+    fn on_event_stored(&self, tx: &mut Tx<'_, '_>, event: &StoredEvent) -> Result<(), Reason> {
+        crate::refs::record(tx.conn, event.community_id, tx.seq, &event.event)
+    }
+
+    fn on_events_purged(&self, conn: &mut Conn<'_>, purged: &[PurgedEvent]) -> Result<(), Reason> {
+        crate::refs::forget(conn, purged)
+    }
+
+    /// The garbage collection sweep, every `gc_interval_secs`.
+    fn background(self: Arc<Self>) -> Vec<BoxFuture<'static, ()>> {
+        let every = std::time::Duration::from_secs(self.config.gc_interval_secs);
+        vec![Box::pin(async move {
+            let mut ticks = tokio::time::interval(every);
+            ticks.tick().await;
+            loop {
+                ticks.tick().await;
+                let now = self.services.clock.now_secs();
+                let grace = self.config.orphan_grace_secs;
+                match crate::gc::sweep(&self.services.store, &self.fs, now, grace).await {
+                    Ok(swept) => {
+                        self.count("gc_blobs", swept.blobs);
+                        self.count("gc_bytes", swept.bytes);
+                        if swept.blobs > 0 || swept.temp_files > 0 {
+                            tracing::info!(?swept, "media garbage collection");
+                        }
+                    }
+                    Err(err) => tracing::warn!(error = %err, "media garbage collection failed"),
+                }
+            }
+        })]
     }
 
     fn routes(self: Arc<Self>) -> Vec<Route> {

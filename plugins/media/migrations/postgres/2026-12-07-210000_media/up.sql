@@ -28,3 +28,14 @@ CREATE TABLE media_owners (
 
 -- /list/<pubkey>, newest first, and a pubkey's quota sum.
 CREATE INDEX media_owners_by_pubkey ON media_owners (community_id, pubkey, uploaded_at, sha256);
+
+-- Blobs stored events name (an imeta tag's x or url, a URL in content), kept with the
+-- event's transaction; garbage collection deletes blobs no live event names once
+-- orphan_grace_secs have passed since their last upload.
+CREATE TABLE media_refs (
+    community_id BIGINT NOT NULL,
+    sha256 TEXT NOT NULL,
+    event_seq BIGINT NOT NULL,
+    PRIMARY KEY (community_id, sha256, event_seq)
+);
+CREATE INDEX media_refs_by_event ON media_refs (event_seq);
