@@ -1,5 +1,6 @@
 //! `GET` and `HEAD /<sha256>[.ext]` (BUD-01): the stored type, `Accept-Ranges: bytes`, a
-//! single `Range` answered 206 (or 416 past the end), the body streamed from the file.
+//! single `Range` answered 206 (or 416 past the end), the body streamed from the file or
+//! the bucket. The length is the recorded size.
 //! Access is asked at every request; an unknown, unreadable or other-community blob is
 //! the same 404.
 
@@ -39,15 +40,7 @@ pub(crate) async fn fetch(
     if !access::may_read(&media.services, &request.ctx, &caller.pubkey, &bindings).await {
         return Err(MediaError::NotFound);
     }
-    // A row whose file is gone (a delete racing this read) is a blob that is gone.
-    let Some((mut file, len)) = media
-        .fs
-        .read(cid, &sha256)
-        .await
-        .map_err(|e| MediaError::io("opening a blob", e))?
-    else {
-        return Err(MediaError::NotFound);
-    };
+    let len = u64::try_from(blob.size).unwrap_or(0);
     let range = match request.header("range") {
         Some(header) => parse_range(header, len)?,
         None => None,
@@ -57,15 +50,12 @@ pub(crate) async fn fetch(
         None => (200, 0, len),
     };
     let head = request.method.eq_ignore_ascii_case("HEAD");
-    let stream = if head {
-        ResponseStream::empty(count)
-    } else {
-        file.seek(std::io::SeekFrom::Start(start))
-            .await
-            .map_err(|e| MediaError::io("seeking in a blob", e))?;
-        let reader = file.take(count);
-        let chunks = tokio_util::io::ReaderStream::with_capacity(reader, CHUNK_BYTES);
-        ResponseStream::new(count, chunks.boxed())
+    let stream = match (&media.s3, head) {
+        (_, true) => ResponseStream::empty(count),
+        (Some(s3), false) => ResponseStream::new(count, s3.get(cid, &sha256, range).await?),
+        (None, false) => {
+            ResponseStream::new(count, from_disk(media, cid, &sha256, start, count).await?)
+        }
     };
     if !head {
         media.count("downloads", 1);
@@ -82,6 +72,33 @@ pub(crate) async fn fetch(
         );
     }
     Ok(response)
+}
+
+/// `count` bytes of the blob's file from `start`, read as they are sent.
+async fn from_disk(
+    media: &Media,
+    cid: i64,
+    sha256: &str,
+    start: u64,
+    count: u64,
+) -> Result<
+    futures_util::stream::BoxStream<'static, Result<bytes::Bytes, std::io::Error>>,
+    MediaError,
+> {
+    // A row whose file is gone (a delete racing this read) is a blob that is gone.
+    let Some((mut file, _)) = media
+        .fs
+        .read(cid, sha256)
+        .await
+        .map_err(|e| MediaError::io("opening a blob", e))?
+    else {
+        return Err(MediaError::NotFound);
+    };
+    file.seek(std::io::SeekFrom::Start(start))
+        .await
+        .map_err(|e| MediaError::io("seeking in a blob", e))?;
+    let chunks = tokio_util::io::ReaderStream::with_capacity(file.take(count), CHUNK_BYTES);
+    Ok(chunks.boxed())
 }
 
 /// A `Range` header over a blob of `len` bytes: `Some((first, last))` inclusive for one

@@ -2,11 +2,14 @@
 //! `events`, deleted ones left out) and that nobody uploaded within `orphan_grace_secs`
 //! is deleted: its owners, its row, its file. Each blob is re-checked and deleted in one
 //! transaction of its own (in the relay: core's writer, where uploads record theirs, so
-//! an upload of the same bytes cannot slip in between). The background sweep runs every
+//! an upload of the same bytes cannot slip in between; a bucket's object is deleted
+//! just after). The background sweep runs every
 //! `gc_interval_secs` in each relay process; `buzz-relay media gc` runs it once. Upload
 //! temporaries abandoned for an hour (a process that died mid-upload) go too.
 
+use crate::error::MediaError;
 use crate::fs_store::FsStore;
+use crate::s3_store::S3Store;
 use buzz_core::error::Reason;
 use buzz_core::store::prepared::{execute, load, Val};
 use buzz_core::store::{Conn, Store};
@@ -89,18 +92,19 @@ fn collect(
 }
 
 /// One sweep on a single connection (`buzz-relay media gc`), every blob in its own
-/// transaction.
+/// transaction. Also returns the blobs deleted, whose objects a bucket still holds.
 pub(crate) fn sweep_conn(
     conn: &mut Conn<'_>,
     fs: &FsStore,
     now: i64,
     grace_secs: u64,
-) -> Result<Swept, Reason> {
+) -> Result<(Swept, Vec<(i64, String)>), Reason> {
     let cutoff = cutoff(now, grace_secs);
     let mut swept = Swept {
         temp_files: sweep_temp(fs),
         ..Swept::default()
     };
+    let mut removed = Vec::new();
     loop {
         let batch = orphans(conn, cutoff)?;
         let last_round = (batch.len() as i64) < BATCH;
@@ -109,11 +113,12 @@ pub(crate) fn sweep_conn(
             if conn.savepoint(|c| collect(c, fs, o.community_id, &o.sha256, cutoff))? {
                 swept.blobs += 1;
                 swept.bytes += o.size.max(0) as u64;
+                removed.push((o.community_id, o.sha256));
                 progress = true;
             }
         }
         if last_round || !progress {
-            return Ok(swept);
+            return Ok((swept, removed));
         }
     }
 }
@@ -122,9 +127,10 @@ pub(crate) fn sweep_conn(
 pub(crate) async fn sweep(
     store: &Store,
     fs: &std::sync::Arc<FsStore>,
+    s3: Option<&S3Store>,
     now: i64,
     grace_secs: u64,
-) -> Result<Swept, Reason> {
+) -> Result<Swept, MediaError> {
     let cutoff = cutoff(now, grace_secs);
     let mut swept = Swept {
         temp_files: sweep_temp(fs),
@@ -143,6 +149,9 @@ pub(crate) async fn sweep(
                 .write_own_rows(move |conn| collect(conn, &fs, cid, &sha, cutoff))
                 .await?
             {
+                if let Some(s3) = s3 {
+                    s3.remove(o.community_id, &o.sha256).await?;
+                }
                 swept.blobs += 1;
                 swept.bytes += o.size.max(0) as u64;
                 progress = true;

@@ -20,7 +20,8 @@
 //! | `preflight.rs` | `HEAD /upload` (BUD-06) and the checks it shares with `PUT` |
 //! | `fetch.rs` | `GET`/`HEAD /<sha256>`, with `Range` |
 //! | `manage.rs` | `DELETE /<sha256>` and `GET /list/<pubkey>` |
-//! | `fs_store.rs` | blobs on disk: content-addressed, temp file + rename |
+//! | `fs_store.rs` | blobs on disk: content-addressed, temp file + rename; upload temporaries |
+//! | `s3_store.rs` | blobs in an S3-compatible bucket (SigV4 by `rust-s3`, bytes streamed) |
 //! | `refs.rs` | which blobs stored events name (`imeta`, URLs), in their transaction |
 //! | `gc.rs` | garbage collection: the sweep and `buzz-relay media gc` |
 //! | `rows.rs` | the plugin's tables: blobs, owners, usage |
@@ -38,6 +39,7 @@ mod plugin;
 mod preflight;
 mod refs;
 mod rows;
+mod s3_store;
 mod upload;
 
 pub use error::MediaError;
@@ -79,7 +81,7 @@ pub enum StoreKind {
     /// Files under `dir`.
     #[default]
     Fs,
-    /// An S3-compatible bucket (not in this build: refused at start).
+    /// An S3-compatible bucket, shared by every relay process.
     S3,
 }
 
@@ -102,7 +104,8 @@ pub struct Config {
     pub max_concurrent_uploads: usize,
     pub store: StoreKind,
     /// `store = "fs"`: the directory (empty: `<data_dir>/media`). Processes may share it
-    /// on a shared filesystem.
+    /// on a shared filesystem. With `store = "s3"`, where uploads are received before
+    /// they go to the bucket.
     pub dir: String,
     /// `store = "s3"`.
     pub endpoint: String,
@@ -186,10 +189,19 @@ impl PluginManifest for MediaPlugin {
             path::check_type_pattern(t).map_err(|e| anyhow::anyhow!("allowed_types: {e}"))?;
         }
         if config.store == StoreKind::S3 {
-            anyhow::bail!(
-                "store = \"s3\" is not available in this build of the media plugin; \
-                 use store = \"fs\" (a directory processes may share)"
-            );
+            for (key, value) in [
+                ("endpoint", &config.endpoint),
+                ("bucket", &config.bucket),
+                ("access_key_id", &config.access_key_id),
+                ("secret_access_key", &config.secret_access_key),
+            ] {
+                if value.is_empty() {
+                    anyhow::bail!("store = \"s3\" needs {key}");
+                }
+            }
+            if !config.endpoint.starts_with("http://") && !config.endpoint.starts_with("https://") {
+                anyhow::bail!("endpoint must be an http:// or https:// URL");
+            }
         }
         Ok(())
     }
@@ -240,7 +252,15 @@ impl PluginManifest for MediaPlugin {
         let fs = fs_store::FsStore::open(dir.clone())
             .with_context(|| format!("opening the media directory {}", dir.display()))?;
         let now = buzz_core::clock::SystemClock.now_secs();
-        let swept = gc::sweep_conn(conn, &fs, now, config.orphan_grace_secs)?;
+        let (swept, removed) = gc::sweep_conn(conn, &fs, now, config.orphan_grace_secs)?;
+        if config.store == StoreKind::S3 {
+            // A command runs on a blocking thread of the binary's runtime.
+            let s3 = s3_store::S3Store::new(config)?;
+            let runtime = tokio::runtime::Handle::current();
+            for (cid, sha) in &removed {
+                runtime.block_on(s3.remove(*cid, sha))?;
+            }
+        }
         Ok(format!(
             "media gc: {} blobs ({} bytes) deleted, {} abandoned uploads removed",
             swept.blobs, swept.bytes, swept.temp_files

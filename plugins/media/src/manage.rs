@@ -31,13 +31,13 @@ pub(crate) async fn delete(
         sha256.clone(),
         caller.pubkey.clone(),
     );
-    let fs = media.fs.clone();
+    let (fs, on_disk) = (media.fs.clone(), media.s3.is_none());
     let removed = media
         .services
         .store
         .write_own_rows(move |conn| {
             let removed = rows::remove_owner(conn, cid, &sha, &pubkey)?;
-            if removed == Some(true) {
+            if removed == Some(true) && on_disk {
                 // In the transaction that removed the last row: an upload of the same
                 // bytes (also in the writer) cannot slip its row in between.
                 fs.remove(cid, &sha).map_err(|e| {
@@ -49,6 +49,10 @@ pub(crate) async fn delete(
             Ok(removed)
         })
         .await?;
+    if let (Some(true), Some(s3)) = (removed, &media.s3) {
+        // After the commit: the writer does not wait on the network.
+        s3.remove(request.ctx.community_id(), &sha256).await?;
+    }
     match removed {
         None => Err(MediaError::NotFound),
         Some(_) => {

@@ -3,7 +3,10 @@
 
 use crate::error::MediaError;
 use crate::fs_store::FsStore;
-use crate::{fetch, manage, preflight, upload, Config, BLOB_PATH, LIST_PATH, NAME, UPLOAD_PATH};
+use crate::s3_store::S3Store;
+use crate::{
+    fetch, manage, preflight, upload, Config, StoreKind, BLOB_PATH, LIST_PATH, NAME, UPLOAD_PATH,
+};
 use anyhow::Context;
 use buzz_core::error::Reason;
 use buzz_core::plugin::{
@@ -20,7 +23,10 @@ use tokio::sync::Semaphore;
 pub struct Media {
     pub(crate) config: Config,
     pub(crate) services: Services,
+    /// Upload temporaries, and the blobs themselves with `store = "fs"`.
     pub(crate) fs: Arc<FsStore>,
+    /// The bucket with `store = "s3"`.
+    pub(crate) s3: Option<Arc<S3Store>>,
     /// Uploads being received by this process (`max_concurrent_uploads`).
     pub(crate) uploads: Arc<Semaphore>,
 }
@@ -30,7 +36,14 @@ impl Media {
         let dir = config.fs_dir(&services.settings.relay.data_dir);
         let fs = FsStore::open(dir.clone())
             .with_context(|| format!("opening the media directory {}", dir.display()))?;
+        let s3 = match config.store {
+            StoreKind::Fs => None,
+            StoreKind::S3 => Some(Arc::new(
+                S3Store::new(&config).context("configuring the media s3 store")?,
+            )),
+        };
         Ok(Media {
+            s3,
             uploads: Arc::new(Semaphore::new(config.max_concurrent_uploads)),
             fs: Arc::new(fs),
             config,
@@ -167,7 +180,8 @@ impl Plugin for Media {
                 ticks.tick().await;
                 let now = self.services.clock.now_secs();
                 let grace = self.config.orphan_grace_secs;
-                match crate::gc::sweep(&self.services.store, &self.fs, now, grace).await {
+                let s3 = self.s3.as_deref();
+                match crate::gc::sweep(&self.services.store, &self.fs, s3, now, grace).await {
                     Ok(swept) => {
                         self.count("gc_blobs", swept.blobs);
                         self.count("gc_bytes", swept.bytes);

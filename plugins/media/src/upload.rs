@@ -114,17 +114,40 @@ pub(crate) async fn upload(
         per_pubkey: media.config.quota_bytes_per_pubkey,
         per_community: media.config.quota_bytes_per_community,
     };
+    // With a bucket, a new blob's object is put before its row is recorded (the writer
+    // does not wait on the network); a refusal then takes it back out.
+    let put = match &media.s3 {
+        Some(s3) if !exists(media, &new).await? => {
+            s3.put(temp.path(), size, new.community_id, &new.sha256)
+                .await?;
+            true
+        }
+        _ => false,
+    };
+    let on_disk = media.s3.is_none();
     let (fs, from, job) = (media.fs.clone(), temp.path().to_owned(), new.clone());
-    let recorded: Recorded = media
+    let recorded = media
         .services
         .store
         .write_own_rows(move |conn| {
-            rows::record(conn, &job, quotas, || {
-                fs.keep(&from, job.community_id, &job.sha256)
+            rows::record(conn, &job, quotas, || match on_disk {
+                true => fs.keep(&from, job.community_id, &job.sha256),
+                false => Ok(()),
             })
         })
-        .await??;
+        .await;
     drop(temp);
+    let recorded: Recorded = match recorded {
+        Ok(Ok(recorded)) => recorded,
+        refused => {
+            if put && !exists(media, &new).await? {
+                if let Some(s3) = &media.s3 {
+                    s3.remove(new.community_id, &new.sha256).await?;
+                }
+            }
+            refused??
+        }
+    };
     media.count("uploads", 1);
     if recorded.created {
         media.count("bytes_stored", size);
@@ -134,6 +157,17 @@ pub(crate) async fn upload(
         status,
         &descriptor(media, &request, &recorded.blob),
     ))
+}
+
+/// Whether the community holds this blob already.
+async fn exists(media: &Media, new: &NewBlob) -> Result<bool, MediaError> {
+    let (cid, sha) = (new.community_id, new.sha256.clone());
+    Ok(media
+        .services
+        .store
+        .read(move |mut conn| rows::blob(&mut conn, cid, &sha))
+        .await?
+        .is_some())
 }
 
 /// The type a blob is served with: sniffed from its bytes, else the declared one, else
