@@ -2,7 +2,8 @@
 //! single `Range` answered 206 (or 416 past the end), the body streamed from the file or
 //! the bucket. The length is the recorded size.
 //! Access is asked at every request; an unknown, unreadable or other-community blob is
-//! the same 404.
+//! the same 404, and so is a blob only removed messages named, for everyone but its
+//! uploaders and the moderators of those messages' channels.
 
 use crate::auth::{self, Verb};
 use crate::error::MediaError;
@@ -38,6 +39,16 @@ pub(crate) async fn fetch(
         return Err(MediaError::NotFound);
     };
     if !access::may_read(&media.services, &request.ctx, &caller.pubkey, &bindings).await {
+        return Err(MediaError::NotFound);
+    }
+    let (sha, pubkey) = (sha256.clone(), caller.pubkey.clone());
+    let community_owner = request.ctx.community.owners.contains(&caller.pubkey);
+    let allowed = media
+        .services
+        .store
+        .read(move |mut conn| rows::removal_allows(&mut conn, cid, &sha, &pubkey, community_owner))
+        .await?;
+    if !allowed {
         return Err(MediaError::NotFound);
     }
     let len = u64::try_from(blob.size).unwrap_or(0);

@@ -36,6 +36,54 @@ struct Total {
     v: i64,
 }
 
+#[derive(QueryableByName)]
+struct Naming {
+    #[diesel(sql_type = BigInt)]
+    live: i64,
+    #[diesel(sql_type = Text)]
+    channel: String,
+}
+
+/// Whether a blob whose every naming event was removed (a 9005, an author's deletion) is
+/// still for `pubkey`: `true` unless such removals hid it and `pubkey` is neither one of
+/// its owners, a community owner (`community_owner`), nor an owner or admin of a channel
+/// those messages were in. A blob no event names, or a live one does, is not hidden.
+pub(crate) fn removal_allows(
+    conn: &mut Conn<'_>,
+    cid: i64,
+    sha: &str,
+    pubkey: &str,
+    community_owner: bool,
+) -> Result<bool, Reason> {
+    let naming: Vec<Naming> = load(
+        conn,
+        "SELECT CAST(CASE WHEN e.deleted_at IS NULL THEN 1 ELSE 0 END AS BIGINT) AS live, \
+         COALESCE(e.channel_id, '') AS channel FROM media_refs r \
+         JOIN events e ON e.seq = r.event_seq \
+         WHERE r.community_id = ? AND r.sha256 = ? LIMIT 64",
+        &[Val::I(cid), Val::T(sha)],
+    )?;
+    if naming.is_empty() || naming.iter().any(|n| n.live == 1) || community_owner {
+        return Ok(true);
+    }
+    let owner: Option<Total> = first(
+        conn,
+        "SELECT CAST(1 AS BIGINT) AS v FROM media_owners \
+         WHERE community_id = ? AND sha256 = ? AND pubkey = ?",
+        &[Val::I(cid), Val::T(sha), Val::T(pubkey)],
+    )?;
+    if owner.is_some() {
+        return Ok(true);
+    }
+    for n in naming.iter().filter(|n| !n.channel.is_empty()) {
+        let role = buzz_core::store::channel_state::member_role(conn, cid, &n.channel, pubkey)?;
+        if matches!(role.as_deref(), Some("owner" | "admin")) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
 /// One community's use of the store, for the console.
 #[derive(Debug, QueryableByName)]
 pub(crate) struct Usage {

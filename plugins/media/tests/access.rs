@@ -17,6 +17,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 both_backends!(
     channel_blobs_follow_channel_access,
     community_blobs_follow_membership_and_bans,
+    blobs_only_removed_messages_name_are_hidden,
     a_body_that_stops_is_cut_and_nothing_is_kept,
 );
 
@@ -116,6 +117,55 @@ async fn community_blobs_follow_membership_and_bans(backend: TestBackend, name: 
     let unban = owner.sign(9043, vec![tag(&["p", bob.keys.pubkey()])], "");
     owner.publish(unban).await;
     assert_eq!(blossom.get(&bob.keys, &sha).await.status, 200);
+    relay.stop().await;
+}
+
+async fn blobs_only_removed_messages_name_are_hidden(backend: TestBackend, name: &str) {
+    let owner_keys = Keys::generate();
+    let Some(relay) = relay(backend, name, &owner_keys, json!({})).await else {
+        return;
+    };
+    let mut owner = Member::with_keys(&relay, owner_keys).await;
+    let mut alice = Member::new(&relay).await;
+    let mut carol = Member::new(&relay).await;
+    let bob = Member::new(&relay).await;
+    let channel = owner.create_channel(false).await;
+    let blossom = Blossom::new(&relay);
+    let (shot, twice, log) = (
+        png(b"screenshot"),
+        png(b"shared twice"),
+        b"a log file".to_vec(),
+    );
+    for bytes in [&shot, &twice] {
+        assert_eq!(blossom.upload(&alice.keys, bytes, &[]).await.status, 201);
+    }
+    assert_eq!(blossom.upload(&carol.keys, &log, &[]).await.status, 201);
+    let imeta = |bytes: &[u8]| tag(&["imeta", &format!("x {}", sha256(bytes))]);
+    let h = tag(&["h", &channel]);
+    let removed = alice.publish_kind(9, vec![h.clone(), imeta(&shot)]).await;
+    alice.publish_kind(9, vec![h.clone(), imeta(&twice)]).await;
+    let also = alice.publish_kind(9, vec![h.clone(), imeta(&twice)]).await;
+    let url = blossom.url(&format!("/{}.txt", sha256(&log)));
+    let deleted = carol.post(&channel, &format!("the log: {url}")).await;
+    assert_eq!(blossom.get(&bob.keys, &sha256(&shot)).await.status, 200);
+
+    // A moderator removes the message (9005): the blob it alone named is hidden from
+    // everyone but its uploader and the channel's moderators.
+    owner
+        .publish_kind(9005, vec![h.clone(), tag(&["e", &removed.id])])
+        .await;
+    blossom.get(&bob.keys, &sha256(&shot)).await.refused(404);
+    assert_eq!(blossom.get(&alice.keys, &sha256(&shot)).await.status, 200);
+    assert_eq!(blossom.get(&owner.keys, &sha256(&shot)).await.status, 200);
+    // One removal of two: still named by a live message.
+    owner
+        .publish_kind(9005, vec![h.clone(), tag(&["e", &also.id])])
+        .await;
+    assert_eq!(blossom.get(&bob.keys, &sha256(&twice)).await.status, 200);
+    // The author deletes their own message (kind 5): the same.
+    carol.publish_kind(5, vec![tag(&["e", &deleted.id])]).await;
+    blossom.get(&bob.keys, &sha256(&log)).await.refused(404);
+    assert_eq!(blossom.get(&carol.keys, &sha256(&log)).await.status, 200);
     relay.stop().await;
 }
 
