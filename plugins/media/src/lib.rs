@@ -220,13 +220,7 @@ impl PluginManifest for MediaPlugin {
             columns: vec!["community".into(), "blobs".into(), "bytes".into()],
             rows: usage
                 .into_iter()
-                .map(|u| {
-                    vec![
-                        u.community_id.to_string(),
-                        u.blobs.to_string(),
-                        u.bytes.to_string(),
-                    ]
-                })
+                .map(|u| vec![u.host, u.blobs.to_string(), u.bytes.to_string()])
                 .collect(),
         };
         Ok(AdminPanel::default()

@@ -87,8 +87,8 @@ pub(crate) fn removal_allows(
 /// One community's use of the store, for the console.
 #[derive(Debug, QueryableByName)]
 pub(crate) struct Usage {
-    #[diesel(sql_type = BigInt)]
-    pub community_id: i64,
+    #[diesel(sql_type = Text)]
+    pub host: String,
     #[diesel(sql_type = BigInt)]
     pub blobs: i64,
     #[diesel(sql_type = BigInt)]
@@ -340,13 +340,14 @@ pub(crate) fn list(
     }
 }
 
-/// Blobs and bytes per community (the console's usage table).
+/// Blobs and bytes per community, by host (the console's usage table).
 pub(crate) fn usage_by_community(conn: &mut Conn<'_>) -> Result<Vec<Usage>, Reason> {
     load(
         conn,
-        "SELECT community_id, CAST(COUNT(*) AS BIGINT) AS blobs, \
-         CAST(COALESCE(SUM(size), 0) AS BIGINT) AS bytes \
-         FROM media_blobs GROUP BY community_id ORDER BY community_id LIMIT 100",
+        "SELECT c.host AS host, CAST(COUNT(*) AS BIGINT) AS blobs, \
+         CAST(COALESCE(SUM(b.size), 0) AS BIGINT) AS bytes \
+         FROM media_blobs b JOIN communities c ON c.id = b.community_id \
+         GROUP BY c.host ORDER BY c.host LIMIT 100",
         &[],
     )
 }

@@ -90,10 +90,20 @@ async fn community_blobs_follow_membership_and_bans(backend: TestBackend, name: 
     let sha = sha256(&bytes);
     assert_eq!(blossom.upload(&alice.keys, &bytes, &[]).await.status, 201);
     assert_eq!(blossom.get(&bob.keys, &sha).await.status, 200);
-    blossom
-        .send("GET", &format!("/{sha}"), None, &[], None)
-        .await
-        .refused(401);
+    let origin = [("origin", "https://app.test")];
+    let anonymous = blossom
+        .send("GET", &format!("/{sha}"), None, &origin, None)
+        .await;
+    anonymous.refused(401);
+    // A browser app may read why (BUD-01's X-Reason), and the range headers.
+    let exposed = anonymous
+        .header("access-control-expose-headers")
+        .unwrap_or_default();
+    let exposed = exposed.to_ascii_lowercase();
+    assert!(
+        exposed.contains("x-reason") && exposed.contains("content-range"),
+        "{exposed}"
+    );
 
     // The same bytes in the other community are another blob, with its own life.
     let other = Blossom::at(&relay, &format!("{OTHER}:{}", relay.addr.port()));

@@ -61,6 +61,24 @@ async fn blobs_no_live_event_names_are_collected_after_the_grace(backend: TestBa
     let message = alice.post(&channel, &format!("oops {gone_url}")).await;
     alice.publish_kind(5, vec![tag(&["e", &message.id])]).await;
 
+    // The console's Plugins pane: usage per community.
+    let settings = relay.settings.clone();
+    let panel = tokio::task::spawn_blocking(move || {
+        let section = settings.plugin("media");
+        Store::with_database(&settings.storage.database_url, |mut conn| {
+            PluginEntry::of::<MediaPlugin>().admin_panel(&section, &mut conn)
+        })
+    })
+    .await
+    .expect("panel thread")
+    .expect("panel");
+    let size: usize = [&kept, &linked, &orphan, &unlinked]
+        .iter()
+        .map(|b| b.len())
+        .sum();
+    let row = vec!["localhost".to_owned(), "4".to_owned(), size.to_string()];
+    assert_eq!(panel.tables[0].rows, vec![row]);
+
     // Within the grace (a day by default) nothing goes.
     let summary = gc(&relay.settings, "gc").await.expect("gc runs");
     assert!(summary.starts_with("media gc: 0 blobs"), "{summary}");
