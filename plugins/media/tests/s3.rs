@@ -8,9 +8,10 @@
 mod common;
 
 use buzz_core::both_backends;
+use buzz_core::config::Settings;
 use buzz_core::plugin::PluginEntry;
 use buzz_core::store::Store;
-use buzz_core::testkit::{Member, TestBackend};
+use buzz_core::testkit::{tag, Member, SharedStorage, TestBackend};
 use buzz_media::MediaPlugin;
 use buzz_nostr::keys::Keys;
 use common::*;
@@ -19,6 +20,69 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 both_backends!(blobs_live_in_the_bucket_and_leave_it);
+
+/// Two relay processes on one PostgreSQL + Redis and one bucket act as one Blossom
+/// server: a blob uploaded through one is fetched through the other, and a ban given
+/// on one cuts reads on the other at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_share_one_bucket() {
+    let test = "s3::two_processes_share_one_bucket";
+    let Some(storage) = SharedStorage::create(test) else {
+        return;
+    };
+    let Some(moto) = Moto::start(test).await else {
+        return;
+    };
+    let owner_keys = Keys::generate();
+    let owner_hex = owner_keys.pubkey().to_owned();
+    let endpoint = moto.endpoint.clone();
+    let tweak = move |s: &mut Settings| {
+        s.communities[0].owners = vec![owner_hex.clone()];
+        if let Some(section) = s.plugins.get_mut("media") {
+            for (key, value) in [
+                ("store", json!("s3")),
+                ("endpoint", json!(endpoint.clone())),
+                ("bucket", json!(BUCKET)),
+                ("access_key_id", json!("testing")),
+                ("secret_access_key", json!("testing")),
+                ("path_style", json!(true)),
+            ] {
+                section.options.insert(key.into(), value);
+            }
+        }
+    };
+    let plugins = || vec![PluginEntry::of::<MediaPlugin>()];
+    let a = storage.process(test, tweak.clone(), plugins()).await;
+    let b = storage.process(test, tweak, plugins()).await;
+    let mut owner = Member::with_keys(&a, owner_keys).await;
+    let (alice, bob) = (Member::new(&a).await, Member::new(&b).await);
+    let bytes = png(b"shared through the bucket");
+    let sha = sha256(&bytes);
+    assert_eq!(
+        Blossom::new(&a)
+            .upload(&alice.keys, &bytes, &[])
+            .await
+            .status,
+        201
+    );
+    let on_b = Blossom::new(&b).get(&bob.keys, &sha).await;
+    assert_eq!((on_b.status, on_b.body == bytes), (200, true));
+    assert_eq!(
+        Blossom::new(&b).upload(&bob.keys, &bytes, &[]).await.status,
+        200
+    );
+    assert_eq!(moto.keys().await.len(), 1);
+
+    let ban = owner.sign(9042, vec![tag(&["p", bob.keys.pubkey()])], "");
+    owner.publish(ban).await;
+    // Process b has heard of the ban once it closes bob's connection there.
+    let mut bob = bob;
+    let (code, reason) = bob.ws.close_frame().await.expect("a close frame");
+    assert_eq!(code, 1008, "{reason}");
+    Blossom::new(&b).get(&bob.keys, &sha).await.refused(404);
+    a.stop().await;
+    b.stop().await;
+}
 
 const BUCKET: &str = "buzz-media-test";
 
