@@ -66,10 +66,12 @@ pub(crate) async fn upload(
     let mut size = 0u64;
     let mut head = Vec::with_capacity(SNIFF_BYTES);
     let mut sniffed = None;
+    let pace = Pace::new(media.services.settings.limits.body_timeout_secs);
     while let Some(chunk) = body.chunk().await {
         let chunk = chunk?;
         size += chunk.len() as u64;
         room.check(size)?;
+        pace.check(size)?;
         hasher.update(&chunk);
         if head.len() < SNIFF_BYTES {
             let take = (SNIFF_BYTES - head.len()).min(chunk.len());
@@ -157,6 +159,36 @@ pub(crate) async fn upload(
         status,
         &descriptor(media, &request, &recorded.blob),
     ))
+}
+
+/// The slowest an upload may arrive once its first `body_timeout_secs` are over: a body
+/// that trickles a byte now and then would otherwise hold an upload slot for ever (core
+/// cuts only a body that sends nothing for `body_timeout_secs`).
+const MIN_BYTES_PER_SEC: u64 = 16 * 1024;
+
+struct Pace {
+    started: std::time::Instant,
+    grace_secs: u64,
+}
+
+impl Pace {
+    fn new(grace_secs: u64) -> Pace {
+        Pace {
+            started: std::time::Instant::now(),
+            grace_secs,
+        }
+    }
+
+    /// 408 when `received` bytes is less than the pace asks for by now.
+    fn check(&self, received: u64) -> Result<(), MediaError> {
+        let elapsed = self.started.elapsed().as_secs_f64() - self.grace_secs as f64;
+        if elapsed > 0.0 && (received as f64) < elapsed * MIN_BYTES_PER_SEC as f64 {
+            return Err(MediaError::TooSlow(format!(
+                "upload arrives slower than {MIN_BYTES_PER_SEC} bytes/s"
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// Whether the community holds this blob already.

@@ -205,5 +205,32 @@ async fn a_body_that_stops_is_cut_and_nothing_is_kept(backend: TestBackend, name
     assert!(text.to_ascii_lowercase().contains("x-reason:"), "{text}");
     assert!(now() - started < 10);
     assert_eq!((stored_files(&relay), temp_files(&relay)), (0, 0));
+
+    // A body that trickles (a few bytes before each idle cut would come) is cut too,
+    // once it falls behind the minimum pace.
+    let mut socket = tokio::net::TcpStream::connect(relay.addr)
+        .await
+        .expect("connect");
+    socket.write_all(head.as_bytes()).await.expect("head");
+    let mut answer = vec![0u8; 2048];
+    let mut read = 0;
+    for _ in 0..40 {
+        // The pace itself is under test here: nothing to wait for but the clock. The
+        // answer to the last chunk is read before the next is sent.
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+        let quick = std::time::Duration::from_millis(5);
+        if let Ok(Ok(n)) = tokio::time::timeout(quick, socket.read(&mut answer)).await {
+            read = n;
+            break;
+        }
+        if socket.write_all(&[7u8; 64]).await.is_err() {
+            read = socket.read(&mut answer).await.unwrap_or(0);
+            break;
+        }
+    }
+    let text = String::from_utf8_lossy(&answer[..read]);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(text.contains("slower than"), "{text}");
+    assert_eq!((stored_files(&relay), temp_files(&relay)), (0, 0));
     relay.stop().await;
 }
