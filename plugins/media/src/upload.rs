@@ -6,6 +6,7 @@
 //! records nothing. Memory per upload: the few chunks core queues, the hasher and the
 //! sniffing window, whatever the blob's size.
 
+use crate::access;
 use crate::auth::{self, Verb};
 use crate::error::MediaError;
 use crate::path::{extension_for, is_sha256, media_type, type_allowed};
@@ -98,6 +99,9 @@ pub(crate) async fn upload(
     if !caller.covers(&sha256, true) {
         return Err(not_covered());
     }
+    // A long upload: whoever was removed or banned while it arrived keeps nothing.
+    let channel = caller.channel.as_deref();
+    access::may_upload(&media.services, &request.ctx, &caller.pubkey, channel).await?;
     temp.finish()
         .await
         .map_err(|e| MediaError::io("syncing an upload", e))?;

@@ -112,13 +112,33 @@ async fn community_blobs_follow_membership_and_bans(backend: TestBackend, name: 
     assert_eq!(other.delete(&bob.keys, &sha).await.status, 204);
     assert_eq!(blossom.get(&bob.keys, &sha).await.status, 200);
 
-    // A ban: the banned member reads nothing and uploads nothing, at once.
+    // A ban: the banned member reads nothing and uploads nothing, at once — not even
+    // the upload that was arriving when the ban came.
+    let during = vec![5u8; 200_000];
+    let auth = token(&bob.keys, "upload", &[&sha256(&during)], &[]);
+    let mut socket = tokio::net::TcpStream::connect(relay.addr)
+        .await
+        .expect("connect");
+    let head = format!(
+        "PUT /upload HTTP/1.1\r\nHost: {}\r\nAuthorization: {auth}\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n",
+        relay.host(),
+        during.len()
+    );
+    socket.write_all(head.as_bytes()).await.expect("head");
+    socket.write_all(&during[..1000]).await.expect("part");
     let ban = owner.sign(
         9042,
         vec![tag(&["p", bob.keys.pubkey()]), tag(&["reason", "spam"])],
         "",
     );
     owner.publish(ban).await;
+    socket.write_all(&during[1000..]).await.expect("rest");
+    let mut answer = vec![0u8; 2048];
+    let n = socket.read(&mut answer).await.expect("answer");
+    let text = String::from_utf8_lossy(&answer[..n]);
+    assert!(text.starts_with("HTTP/1.1 403"), "{text}");
+    assert_eq!((stored_files(&relay), temp_files(&relay)), (1, 0));
     blossom.get(&bob.keys, &sha).await.refused(404);
     blossom
         .upload(&bob.keys, b"after the ban", &[])
