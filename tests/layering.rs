@@ -75,9 +75,8 @@ fn occurrences(dirs: &[&str], needle: &str, exts: &[&str]) -> Vec<String> {
     hits
 }
 
-/// Plugin names that are also everyday Rust or English inside other words (`std::sync`,
-/// `binary_search`, `immediate`, `median`): matched by the forms that name a plugin, not
-/// as bare substrings.
+/// Plugin names inside everyday Rust or English (`std::sync`, `binary_search`, `median`):
+/// matched by the forms that name a plugin, not as bare substrings.
 const RUST_WORDS: [&str; 3] = ["sync", "search", "media"];
 
 #[test]
