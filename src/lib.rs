@@ -14,4 +14,5 @@ pub fn catalog() -> PluginCatalog {
         .with(PluginEntry::of::<buzz_sync::SyncPlugin>())
         // After artifacts: its hook reads the head row artifacts' hook just wrote.
         .with(PluginEntry::of::<buzz_search::SearchPlugin>())
+        .with(PluginEntry::of::<buzz_media::MediaPlugin>())
 }

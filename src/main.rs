@@ -16,6 +16,7 @@ use buzz_policy::ScriptOrigin;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 
+mod plugin_command;
 mod progress;
 mod storage;
 
@@ -88,6 +89,10 @@ enum Command {
         #[command(subcommand)]
         action: PolicyCommand,
     },
+    /// `<plugin> <command>`: a plugin's maintenance command (`media gc`, say), on the
+    /// configured database, beside a running relay or not.
+    #[command(external_subcommand)]
+    Plugin(Vec<String>),
 }
 
 #[derive(Subcommand)]
@@ -152,6 +157,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Some(Command::Copy { to }) => storage::copy(&settings, &catalog, to).await,
         Some(Command::Backup { path }) => storage::backup(&settings, path).await,
+        Some(Command::Plugin(args)) => plugin_command::run(settings, catalog, args).await,
         Some(Command::Policy { .. }) | None => {
             serve(settings, catalog, cli.config.as_deref()).await
         }

@@ -455,3 +455,33 @@ fn policy_commands_work_per_community() {
         "{text}"
     );
 }
+
+/// `buzz-relay <plugin> <command>`: a plugin's maintenance command runs on the configured
+/// database; an unknown plugin or command is one `error:` line naming what exists.
+#[test]
+fn plugin_commands_run_and_unknown_ones_are_named() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[storage]\ndatabase_url = \"sqlite://{db}\"\n[relay]\ndata_dir = \"{data}\"\n",
+            db = dir.path().join("buzz.db").display(),
+            data = dir.path().display()
+        ),
+    )
+    .expect("write config");
+    let (ok, text) = relay(&config, &["migrate"]);
+    assert!(ok, "{text}");
+    let (ok, text) = relay(&config, &["media", "gc"]);
+    assert!(ok, "{text}");
+    assert!(
+        text.starts_with("media gc: 0 blobs (0 bytes) deleted"),
+        "{text}"
+    );
+    let (ok, text) = relay(&config, &["media", "compact"]);
+    assert!(!ok && text.contains("it has: gc"), "{text}");
+    let (ok, text) = relay(&config, &["nosuch", "gc"]);
+    assert!(!ok && text.contains("unknown command \"nosuch\""), "{text}");
+    assert!(text.contains("media"), "{text}");
+}

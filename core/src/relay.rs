@@ -162,6 +162,7 @@ impl RelayBuilder {
             settings: settings.clone(),
             communities: communities.clone().into(),
             metrics: metrics.clone(),
+            replay: replay.clone(),
         };
 
         let mut plugins: Vec<Arc<dyn Plugin>> = Vec::new();

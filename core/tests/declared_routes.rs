@@ -4,7 +4,7 @@
 use buzz_core::error::Reason;
 use buzz_core::plugin::{
     DeclaredRoute, Plugin, PluginCatalog, PluginEntry, PluginManifest, PluginRequest,
-    PluginResponse, Route, RouteAuth, RouteHandler, RouteMethod, Services,
+    PluginResponse, Route, RouteAuth, RouteBody, RouteHandler, RouteMethod, Services,
 };
 use buzz_core::relay::RelayBuilder;
 use std::sync::Arc;
@@ -31,6 +31,7 @@ impl Plugin for Mounts {
             method: RouteMethod::Get,
             path: "/mounted".into(),
             auth: RouteAuth::Public,
+            body: RouteBody::Whole,
             handler: Arc::new(Answer),
         }]
     }

@@ -3,6 +3,7 @@
 
 use crate::error::Reason;
 use crate::replay::ReplayGuard;
+use buzz_nostr::event::Event;
 use buzz_nostr::nip98::{check_header, SignedRequest, REPLAY_TTL_SECS};
 use std::time::Duration;
 
@@ -21,8 +22,17 @@ pub async fn verify(
     guard: &dyn ReplayGuard,
     now_secs: i64,
 ) -> Result<String, Reason> {
+    Ok(verify_event(req, guard, now_secs).await?.pubkey)
+}
+
+/// [`verify`], returning the whole auth event (for a route that reads more of its tags).
+pub async fn verify_event(
+    req: &HttpRequestFacts<'_>,
+    guard: &dyn ReplayGuard,
+    now_secs: i64,
+) -> Result<Event, Reason> {
     let header = check_header(req.authorization, req.method, &req.url, now_secs)?;
-    finish(header, req.body, guard).await
+    finish_event(header, req.body, guard).await
 }
 
 /// A header that passed [`check_header`], once its body is in: the body's checks, then
@@ -33,6 +43,14 @@ pub async fn finish(
     body: &[u8],
     guard: &dyn ReplayGuard,
 ) -> Result<String, Reason> {
+    Ok(finish_event(header, body, guard).await?.pubkey)
+}
+
+async fn finish_event(
+    header: SignedRequest,
+    body: &[u8],
+    guard: &dyn ReplayGuard,
+) -> Result<Event, Reason> {
     let event = header.check_body(body)?;
     if !guard
         .first_use(&event.id, Duration::from_secs(REPLAY_TTL_SECS))
@@ -40,5 +58,5 @@ pub async fn finish(
     {
         return Err(Reason::AuthRequired("auth event was already used".into()));
     }
-    Ok(event.pubkey)
+    Ok(event)
 }

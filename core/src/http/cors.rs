@@ -31,7 +31,15 @@ pub(super) fn layer() -> Cors {
         // `Accept`, a client's own): none of them carries ambient credentials.
         .allow_any_header()
         // Response headers a script may read besides the safelisted ones: when to come
-        // back after a 429/503, and the body's length for progress bars.
-        .expose_headers([header::RETRY_AFTER, header::CONTENT_LENGTH])
+        // back after a 429/503, the body's length for progress bars, what part of a
+        // resource a range answer holds, and a refusal's human-readable `X-Reason`
+        // (plugins' routes send it, as the protocols they serve ask).
+        .expose_headers([
+            header::RETRY_AFTER,
+            header::CONTENT_LENGTH,
+            header::CONTENT_RANGE,
+            header::ACCEPT_RANGES,
+            header::HeaderName::from_static("x-reason"),
+        ])
         .max_age(PREFLIGHT_MAX_AGE_SECS)
 }

@@ -45,5 +45,11 @@ pub(crate) fn plugin_response(response: PluginResponse) -> HttpResponse {
     for (name, value) in response.headers {
         builder.insert_header((name, value));
     }
-    builder.body(response.body)
+    match response.stream {
+        Some(stream) => {
+            let (len, stream) = stream.into_parts();
+            builder.body(actix_web::body::SizedStream::new(len, stream))
+        }
+        None => builder.body(response.body),
+    }
 }

@@ -115,12 +115,40 @@ impl RequestCtx {
         };
         let body = state.bodies.read(req, payload).await?;
         if let Some(header) = header {
-            let pubkey = nip98::finish(header, &body, state.replay.as_ref()).await?;
-            // The request's reads share its pubkey's lane and bound (`http/server.rs`).
-            crate::store::ReadClient::switch_to(crate::store::ReadClient::pubkey(&pubkey));
-            ctx.conn.pubkey = Some(pubkey);
+            ctx.signed_by(nip98::finish(header, &body, state.replay.as_ref()).await?);
         }
         Ok((ctx, body))
+    }
+
+    /// Resolve the community and, for a NIP-98 route, check the `Authorization` header
+    /// whole (the replay guard included) without reading the body: for streamed routes,
+    /// which never take NIP-98 on `POST` (its `payload` hash needs the body first).
+    pub(crate) async fn receive_headers(
+        req: &HttpRequest,
+        state: &AppState,
+        signed: bool,
+    ) -> Result<RequestCtx, Reason> {
+        let mut ctx = Self::resolve(req, state)?;
+        if signed {
+            let facts = nip98::HttpRequestFacts {
+                authorization: req
+                    .headers()
+                    .get("authorization")
+                    .and_then(|h| h.to_str().ok()),
+                method: req.method().as_str(),
+                url: ctx.expected_url(req, state),
+                body: &[],
+            };
+            let now = state.services.clock.now_secs();
+            ctx.signed_by(nip98::verify(&facts, state.replay.as_ref(), now).await?);
+        }
+        Ok(ctx)
+    }
+
+    fn signed_by(&mut self, pubkey: String) {
+        // The request's reads share its pubkey's lane and bound (`http/server.rs`).
+        crate::store::ReadClient::switch_to(crate::store::ReadClient::pubkey(&pubkey));
+        self.conn.pubkey = Some(pubkey);
     }
 }
 

@@ -82,6 +82,8 @@ pub struct Metrics {
     policy_failed_reloads: Counter,
     /// NIP-40-expired events the background purge deleted (`crate::expiry`).
     expired_purged: Counter,
+    /// Plugins' own counts by `plugin` and `name` ([`Metrics::plugin_count`]).
+    plugin_counts: Counters,
     loads_source: std::sync::OnceLock<Box<dyn Fn() -> PolicyLoads + Send + Sync>>,
 }
 
@@ -111,6 +113,7 @@ impl Metrics {
             policy_loaded_at: Gauge::default(),
             policy_failed_reloads: Counter::default(),
             expired_purged: Counter::default(),
+            plugin_counts: Counters::default(),
             loads_source: std::sync::OnceLock::new(),
         };
         // Registering clones: every handle shares its value with the original.
@@ -159,6 +162,11 @@ impl Metrics {
             "plugin_rejections",
             "Refusals by plugin and hook",
             m.plugin_rejections.clone(),
+        );
+        r.register(
+            "plugin_counts",
+            "Plugins' own counts (uploads, bytes stored, refusals by reason…), by plugin and name",
+            m.plugin_counts.clone(),
         );
         r.register(
             "nip86_requests",
@@ -277,6 +285,14 @@ impl Metrics {
     /// The purge deleted `n` expired events.
     pub fn expired_purged(&self, n: usize) {
         self.expired_purged.inc_by(n as u64);
+    }
+
+    /// Add `n` to a plugin's own count `name` (`buzz_plugin_counts_total{plugin, name}`).
+    /// Both are fixed strings of the plugin's code, never request data.
+    pub fn plugin_count(&self, plugin: &'static str, name: &'static str, n: u64) {
+        self.plugin_counts
+            .get_or_create(&two("plugin", plugin, "name", name))
+            .inc_by(n);
     }
 
     /// A plugin hook refused.

@@ -7,9 +7,9 @@
 //! plugin only through the catalog, so it never names one.
 
 use super::admin::AdminPanel;
-use super::routes::{DeclaredRoute, Route};
+use super::routes::{DeclaredRoute, Route, RouteAuth, RouteBody, RouteMethod};
 use super::{Plugin, Services};
-use crate::config::PluginSection;
+use crate::config::{PluginSection, Settings};
 use crate::error::Reason;
 use crate::store::{Conn, EmbeddedMigrations, MigrationSet};
 use serde::de::DeserializeOwned;
@@ -68,6 +68,11 @@ pub trait PluginManifest: 'static {
     /// counts them as declared.
     const DERIVED_TABLES: &'static [&'static str] = &[];
 
+    /// Maintenance commands, as `(command, what it does)`: `buzz-relay <NAME> <command>`
+    /// runs [`PluginManifest::run_command`] on one connection of the configured database,
+    /// whether or not a relay is running beside it.
+    const COMMANDS: &'static [(&'static str, &'static str)] = &[];
+
     /// The section's keys besides `enabled`. Use `#[serde(default, deny_unknown_fields)]`:
     /// `Default` is the documented default, and an unknown key refuses to start, naming
     /// the keys accepted.
@@ -90,12 +95,26 @@ pub trait PluginManifest: 'static {
         Ok(AdminPanel::default())
     }
 
+    /// Run `command`, one of [`PluginManifest::COMMANDS`] (core checks that first) and
+    /// return the one-line summary printed on success. Blocking: it runs on its own thread.
+    fn run_command(
+        command: &str,
+        _config: &Self::Config,
+        _settings: &Settings,
+        _conn: &mut Conn<'_>,
+    ) -> anyhow::Result<String> {
+        anyhow::bail!("plugin {} has no command {command}", Self::NAME)
+    }
+
     /// Build the running plugin (only when enabled).
     fn build(config: Self::Config, services: &Services) -> anyhow::Result<Arc<dyn Plugin>>;
 }
 
 /// A section's keys besides `enabled`, as read.
 type Options = Map<String, Value>;
+
+/// [`PluginManifest::run_command`] with its config type erased.
+type RunCommand = fn(&str, &Options, &Settings, &mut Conn<'_>) -> anyhow::Result<String>;
 
 /// A [`PluginManifest`] with its types erased, so plugins of different config types sit in
 /// one list.
@@ -113,7 +132,10 @@ pub struct PluginEntry {
     /// [`PluginManifest::DERIVED_TABLES`].
     pub derived_tables: &'static [&'static str],
     pub migrations: Option<PluginMigrations>,
+    /// [`PluginManifest::COMMANDS`].
+    pub commands: &'static [(&'static str, &'static str)],
     options: fn(&Options) -> anyhow::Result<Options>,
+    run_command: RunCommand,
     build: fn(&Options, &Services) -> anyhow::Result<Arc<dyn Plugin>>,
     admin_panel: fn(&Map<String, Value>, &mut Conn<'_>) -> Result<AdminPanel, Reason>,
 }
@@ -131,7 +153,9 @@ impl PluginEntry {
             tables: M::TABLES,
             derived_tables: M::DERIVED_TABLES,
             migrations: M::migrations(),
+            commands: M::COMMANDS,
             options: effective_options::<M>,
+            run_command: run_command::<M>,
             build: build::<M>,
             admin_panel: admin_panel::<M>,
         }
@@ -161,9 +185,44 @@ impl PluginEntry {
         (self.admin_panel)(&section.options, conn)
     }
 
+    /// Run maintenance command `command` of this plugin with its section as configured
+    /// (enabled or not: a command may clean up after a plugin that was turned off).
+    pub fn run_command(
+        &self,
+        command: &str,
+        section: &PluginSection,
+        settings: &Settings,
+        conn: &mut Conn<'_>,
+    ) -> anyhow::Result<String> {
+        if !self.commands.iter().any(|(name, _)| *name == command) {
+            let known: Vec<&str> = self.commands.iter().map(|(name, _)| *name).collect();
+            anyhow::bail!(
+                "plugin {} has no command {command:?} (it has: {})",
+                self.name,
+                if known.is_empty() {
+                    "none".to_owned()
+                } else {
+                    known.join(", ")
+                }
+            );
+        }
+        (self.run_command)(command, &section.options, settings, conn)
+    }
+
     /// `Err` naming the first route `mounted` has that the manifest does not declare, or
     /// declares that is not mounted.
     pub fn check_routes(&self, mounted: &[Route]) -> anyhow::Result<()> {
+        if let Some(bad) = self.routes.iter().find(|d| {
+            d.body == RouteBody::Streamed
+                && d.auth == RouteAuth::Nip98
+                && d.method == RouteMethod::Post
+        }) {
+            anyhow::bail!(
+                "plugin {} declares {bad}: NIP-98 on a POST needs the whole body before \
+                 the handler runs, so that route cannot be streamed",
+                self.name
+            );
+        }
         if let Some(extra) = mounted
             .iter()
             .find(|r| !self.routes.iter().any(|d| r.is(d)))
@@ -222,6 +281,15 @@ fn build<M: PluginManifest>(
     services: &Services,
 ) -> anyhow::Result<Arc<dyn Plugin>> {
     M::build(parse::<M>(options)?, services)
+}
+
+fn run_command<M: PluginManifest>(
+    command: &str,
+    options: &Map<String, Value>,
+    settings: &Settings,
+    conn: &mut Conn<'_>,
+) -> anyhow::Result<String> {
+    M::run_command(command, &parse::<M>(options)?, settings, conn)
 }
 
 fn admin_panel<M: PluginManifest>(

@@ -58,12 +58,14 @@ mod manifest;
 mod plain_reads;
 mod routes;
 mod settings;
+mod streams;
 
 pub use admin::{AdminPanel, AdminTable};
 pub use manifest::{PluginCatalog, PluginEntry, PluginManifest, PluginMigrations};
 pub use plain_reads::PlainReads;
 pub use routes::{
-    DeclaredRoute, PluginRequest, PluginResponse, Route, RouteAuth, RouteHandler, RouteMethod,
+    BodyStream, DeclaredRoute, PluginRequest, PluginResponse, ResponseStream, Route, RouteAuth,
+    RouteBody, RouteHandler, RouteMethod,
 };
 
 use crate::access::AccessService;
@@ -105,6 +107,9 @@ pub struct Services {
     pub communities: Arc<[Arc<Community>]>,
     /// This relay's figures (`GET /metrics`); a plugin may count through it.
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// The NIP-98 replay guard (shared by every process when Redis is configured), for
+    /// routes that check NIP-98 themselves with `crate::auth::nip98::verify`.
+    pub replay: Arc<dyn crate::replay::ReplayGuard>,
 }
 
 /// An event's storage transaction, as an in-transaction hook sees it.

@@ -1,18 +1,46 @@
 //! The HTTP surface a plugin gets: routes that receive the community, the caller
-//! (NIP-98-verified when the route asks for it) and the raw body, and answer with plain
+//! (NIP-98-verified when the route asks for it) and the body, and answer with plain
 //! data. Core's `http` module does the actix work; plugins never see it.
+//!
+//! A route's path is an actix path pattern (`/myplugin/stats`, `/list/{pubkey}`,
+//! `/{blob}`). Core's own routes are mounted first and always win; among plugins'
+//! routes, those whose first segment is a pattern (root-level catch-alls such as
+//! `/{blob}`) are mounted after every other, so they never take a path another route
+//! names. A body is read whole under `limits.max_message_bytes` unless the route is
+//! declared [`RouteBody::Streamed`]: then the handler reads it as it arrives
+//! ([`BodyStream`]) and may answer with a body of its own that streams
+//! ([`PluginResponse::streamed`]).
 
 use crate::ctx::ConnCtx;
 use crate::error::Reason;
 use serde_json::{json, Value};
 use std::sync::Arc;
 
+pub use super::streams::{BodyStream, ResponseStream};
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RouteMethod {
     Get,
+    Head,
     Post,
     Put,
     Delete,
+    /// Plain `OPTIONS`; CORS preflights are answered by core before any route.
+    Options,
+}
+
+/// How a route receives its request body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RouteBody {
+    /// Read whole before the handler runs, at most `limits.max_message_bytes`, within
+    /// `limits.body_timeout_secs` and the process's budget for unfinished bodies.
+    Whole,
+    /// Handed to the handler as it arrives ([`PluginRequest::stream`]); nothing is
+    /// buffered beyond a few chunks, so the handler owns every bound on it (size,
+    /// concurrency). Core still cuts a body that sends nothing for
+    /// `limits.body_timeout_secs`. Never with [`RouteAuth::Nip98`] on `POST` (its
+    /// `payload` hash needs the whole body before the handler runs).
+    Streamed,
 }
 
 /// Who may call a route.
@@ -32,11 +60,26 @@ pub struct DeclaredRoute {
     pub method: RouteMethod,
     pub path: &'static str,
     pub auth: RouteAuth,
+    pub body: RouteBody,
 }
 
 impl DeclaredRoute {
+    /// A route whose body is read whole ([`RouteBody::Whole`]).
     pub const fn new(method: RouteMethod, path: &'static str, auth: RouteAuth) -> DeclaredRoute {
-        DeclaredRoute { method, path, auth }
+        DeclaredRoute {
+            method,
+            path,
+            auth,
+            body: RouteBody::Whole,
+        }
+    }
+
+    /// The same route with its body streamed ([`RouteBody::Streamed`]).
+    pub const fn streamed(self) -> DeclaredRoute {
+        DeclaredRoute {
+            body: RouteBody::Streamed,
+            ..self
+        }
     }
 }
 
@@ -46,6 +89,9 @@ impl std::fmt::Display for DeclaredRoute {
         if self.auth == RouteAuth::Nip98 {
             write!(f, " (NIP-98)")?;
         }
+        if self.body == RouteBody::Streamed {
+            write!(f, " (streamed)")?;
+        }
         Ok(())
     }
 }
@@ -54,9 +100,11 @@ impl std::fmt::Display for RouteMethod {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
             RouteMethod::Get => "GET",
+            RouteMethod::Head => "HEAD",
             RouteMethod::Post => "POST",
             RouteMethod::Put => "PUT",
             RouteMethod::Delete => "DELETE",
+            RouteMethod::Options => "OPTIONS",
         })
     }
 }
@@ -65,30 +113,44 @@ impl std::fmt::Display for RouteMethod {
 #[derive(Clone)]
 pub struct Route {
     pub method: RouteMethod,
-    /// Path as mounted, e.g. `/myplugin/stats`.
+    /// Path pattern as mounted, e.g. `/myplugin/stats` or `/list/{pubkey}`.
     pub path: String,
     pub auth: RouteAuth,
+    pub body: RouteBody,
     pub handler: Arc<dyn RouteHandler>,
 }
 
 /// What a route handler receives.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct PluginRequest {
     /// Community, caller (for [`RouteAuth::Nip98`]), peer address, host.
     pub ctx: ConnCtx,
+    /// The method as sent (`GET`, `HEAD`, …).
+    pub method: String,
+    /// The path as sent (not the pattern).
     pub path: String,
+    /// What a NIP-98 `u` tag must name for this request:
+    /// `<public_scheme>://<Host as sent><path>[?query]`. A route that authenticates
+    /// callers itself passes it to `crate::auth::nip98::verify`.
+    pub url: String,
     /// The raw query string, without `?` (empty when absent).
     pub query: String,
     /// Request headers, names lowercased.
     pub headers: Vec<(String, String)>,
-    /// The body, at most `limits.max_message_bytes` (larger is refused with 413 first).
+    /// The body of a [`RouteBody::Whole`] route, at most `limits.max_message_bytes`
+    /// (larger is refused with 413 first); empty for a streamed one.
     pub body: Vec<u8>,
+    /// The body of a [`RouteBody::Streamed`] route, as it arrives; `None` otherwise.
+    pub stream: Option<BodyStream>,
 }
 
 impl Route {
     /// Whether this mounted route is the declared one.
     pub fn is(&self, declared: &DeclaredRoute) -> bool {
-        self.method == declared.method && self.path == declared.path && self.auth == declared.auth
+        self.method == declared.method
+            && self.path == declared.path
+            && self.auth == declared.auth
+            && self.body == declared.body
     }
 }
 
@@ -104,21 +166,45 @@ impl PluginRequest {
 }
 
 /// What a route handler answers.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub struct PluginResponse {
     pub status: u16,
     pub content_type: String,
     pub headers: Vec<(String, String)>,
+    /// The body, when it is in memory (empty when [`PluginResponse::stream`] is set).
     pub body: Vec<u8>,
+    /// A body sent as it is read, of a length known up front
+    /// ([`PluginResponse::streamed`]).
+    pub stream: Option<ResponseStream>,
 }
 
 impl PluginResponse {
-    pub fn json(status: u16, value: &Value) -> PluginResponse {
+    /// A body held in memory.
+    pub fn bytes(status: u16, content_type: impl Into<String>, body: Vec<u8>) -> PluginResponse {
         PluginResponse {
             status,
-            content_type: "application/json".to_owned(),
+            content_type: content_type.into(),
             headers: Vec::new(),
-            body: value.to_string().into_bytes(),
+            body,
+            stream: None,
+        }
+    }
+
+    pub fn json(status: u16, value: &Value) -> PluginResponse {
+        PluginResponse::bytes(status, "application/json", value.to_string().into_bytes())
+    }
+
+    /// A body of `stream.len()` bytes sent as the stream yields them (a file, say): the
+    /// response's `Content-Length` is that length. For `HEAD`, pass
+    /// [`ResponseStream::empty`] of the length a `GET` would send.
+    pub fn streamed(
+        status: u16,
+        content_type: impl Into<String>,
+        stream: ResponseStream,
+    ) -> PluginResponse {
+        PluginResponse {
+            stream: Some(stream),
+            ..PluginResponse::bytes(status, content_type, Vec::new())
         }
     }
 

@@ -4,7 +4,7 @@
 use crate::{counts, Hello, RESET_PATH, STATS_PATH};
 use buzz_core::error::Reason;
 use buzz_core::plugin::{
-    PluginRequest, PluginResponse, Route, RouteAuth, RouteHandler, RouteMethod,
+    PluginRequest, PluginResponse, Route, RouteAuth, RouteBody, RouteHandler, RouteMethod,
 };
 use serde_json::json;
 use std::sync::Arc;
@@ -15,12 +15,14 @@ pub(crate) fn routes(hello: Arc<Hello>) -> Vec<Route> {
             method: RouteMethod::Get,
             path: STATS_PATH.into(),
             auth: RouteAuth::Public,
+            body: RouteBody::Whole,
             handler: Arc::new(Stats(hello.clone())),
         },
         Route {
             method: RouteMethod::Post,
             path: RESET_PATH.into(),
             auth: RouteAuth::Nip98,
+            body: RouteBody::Whole,
             handler: Arc::new(Reset(hello)),
         },
     ]

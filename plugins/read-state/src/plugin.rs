@@ -11,7 +11,7 @@ use crate::{
 use buzz_core::ctx::ConnCtx;
 use buzz_core::error::Reason;
 use buzz_core::plugin::{
-    Plugin, PluginRequest, PluginResponse, PurgedEvent, Route, RouteAuth, RouteHandler,
+    Plugin, PluginRequest, PluginResponse, PurgedEvent, Route, RouteAuth, RouteBody, RouteHandler,
     RouteMethod, Services, Tx,
 };
 use buzz_core::store::{community_standing, Conn};
@@ -162,6 +162,7 @@ impl Plugin for ReadState {
             method,
             path: path.into(),
             auth,
+            body: RouteBody::Whole,
             handler,
         };
         let unknown = Arc::new(Unknown);

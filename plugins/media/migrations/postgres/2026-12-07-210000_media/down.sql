@@ -1,0 +1,3 @@
+DROP TABLE media_refs;
+DROP TABLE media_owners;
+DROP TABLE media_blobs;
