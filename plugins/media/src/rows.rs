@@ -187,6 +187,17 @@ pub(crate) fn record(
     keep: impl Fn() -> std::io::Result<()>,
 ) -> Result<Result<Recorded, MediaError>, Reason> {
     let (cid, sha, pk) = (new.community_id, new.sha256.as_str(), new.uploader.as_str());
+    if let Conn::Pg(_) = conn {
+        // Relay processes on one PostgreSQL record uploads in transactions of their own:
+        // without a lock, two could each read the usage before the other's row and both
+        // pass a quota. The lock is the community's, held until this transaction ends,
+        // so the usage read below includes every upload recorded before it.
+        execute(
+            conn,
+            "SELECT pg_advisory_xact_lock(hashtextextended(?, 0))",
+            &[Val::T(&format!("buzz media quota {cid}"))],
+        )?;
+    }
     let existing = blob(conn, cid, sha)?;
     let owner: Option<Total> = first(
         conn,

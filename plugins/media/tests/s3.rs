@@ -84,6 +84,68 @@ async fn two_processes_share_one_bucket() {
     b.stop().await;
 }
 
+/// Two processes take uploads into one community at once: its quota holds across them
+/// (each records under the community's lock on PostgreSQL, `rows.rs`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_processes_keep_one_community_quota() {
+    let test = "s3::two_processes_keep_one_community_quota";
+    let Some(storage) = SharedStorage::create(test) else {
+        return;
+    };
+    let Some(moto) = Moto::start(test).await else {
+        return;
+    };
+    let blobs: Vec<Vec<u8>> = (0..8u8).map(|i| png(&[i; 4096])).collect();
+    let size = blobs[0].len() as u64;
+    let endpoint = moto.endpoint.clone();
+    let tweak = move |s: &mut Settings| {
+        if let Some(section) = s.plugins.get_mut("media") {
+            for (key, value) in [
+                ("store", json!("s3")),
+                ("endpoint", json!(endpoint.clone())),
+                ("bucket", json!(BUCKET)),
+                ("access_key_id", json!("testing")),
+                ("secret_access_key", json!("testing")),
+                ("path_style", json!(true)),
+                // Room for one blob and a half: exactly one upload may pass.
+                ("quota_bytes_per_community", json!(size + size / 2)),
+            ] {
+                section.options.insert(key.into(), value);
+            }
+        }
+    };
+    let plugins = || vec![PluginEntry::of::<MediaPlugin>()];
+    let a = storage.process(test, tweak.clone(), plugins()).await;
+    let b = storage.process(test, tweak, plugins()).await;
+    let mut uploaders = Vec::new();
+    for i in 0..blobs.len() {
+        let relay = if i % 2 == 0 { &a } else { &b };
+        uploaders.push((Member::new(relay).await, i % 2 == 0));
+    }
+    let uploads = uploaders.iter().zip(&blobs).map(|((member, on_a), bytes)| {
+        let relay = if *on_a { &a } else { &b };
+        async move {
+            Blossom::new(relay)
+                .upload(&member.keys, bytes, &[])
+                .await
+                .status
+        }
+    });
+    let statuses = futures_util::future::join_all(uploads).await;
+    let accepted = statuses.iter().filter(|s| **s == 201).count();
+    assert_eq!(
+        accepted, 1,
+        "one upload fits the community's quota: {statuses:?}"
+    );
+    assert!(
+        statuses.iter().all(|s| *s == 201 || *s == 429),
+        "the others are refused for the quota: {statuses:?}"
+    );
+    assert_eq!(moto.keys().await.len(), 1, "only the accepted blob is kept");
+    a.stop().await;
+    b.stop().await;
+}
+
 const BUCKET: &str = "buzz-media-test";
 
 /// A moto server of this test's own, stopped when dropped.
