@@ -7,14 +7,16 @@
 //   node idle-stages.mjs --url ws://127.0.0.1:7777/ --pid <relay pid> --stage req --hold 60
 //
 // Stages: `ws` upgrades and reads the AUTH challenge, nothing more; `auth` also
-// authenticates (NIP-42, a key per connection) and waits for its OK; `req` also opens one
-// REQ `{"kinds":[1],"limit":0}` and waits for its EOSE. The relay is started alone on a
-// fresh SQLite database (`--env` adds variables to its environment, e.g. allocator
+// authenticates (NIP-42, a key per connection) and waits for its OK; `req` authenticates
+// and at once opens one REQ `{"kinds":[1],"limit":1}` (on an empty database: no events),
+// waiting for its EOSE — as idle-worker.mjs does, so it also measures nostr-rs-relay
+// (named with --url and --pid), which answers no accepted AUTH. The relay is started alone
+// on a fresh SQLite database (`--env` adds variables to its environment, e.g. allocator
 // options), or an already running one is named with --url and --pid. Prints VmRSS before,
-// after (3 s after the last connection opened) and per connection, with the anonymous part
-// of /proc/<pid>/smaps_rollup; --hold keeps the connections open that many seconds more (to
-// look at the process meanwhile). The client holds a descriptor per connection: raise
-// `ulimit -n` first.
+// after (3 s after the last connection opened) and per connection, with the anonymous
+// part of /proc/<pid>/smaps_rollup; --hold keeps the connections open that many seconds
+// more (to look at the process meanwhile). The client holds a descriptor per connection:
+// raise `ulimit -n` first.
 import WebSocket from "ws";
 import { readFileSync } from "node:fs";
 import { finalizeEvent, generateSecretKey } from "nostr-tools/pure";
@@ -60,10 +62,12 @@ function connect(url) {
         );
         authId = event.id;
         ws.send(JSON.stringify(["AUTH", event]));
+        // The REQ follows at once, as in idle-worker.mjs: relays serve a connection's
+        // messages in order, and nostr-rs-relay sends no OK for an accepted AUTH.
+        if (stage === "req") ws.send(JSON.stringify(["REQ", "live", { kinds: [1], limit: 1 }]));
       } else if (message[0] === "OK" && message[1] === authId) {
         if (!message[2]) return reject(new Error(`AUTH refused: ${message[3]}`));
         if (stage === "auth") return resolve(ws);
-        ws.send(JSON.stringify(["REQ", "live", { kinds: [1], limit: 0 }]));
       } else if (message[0] === "EOSE") {
         resolve(ws);
       } else if (message[0] === "CLOSED") {

@@ -166,17 +166,6 @@ enum End {
     Banned(String),
 }
 
-/// A close frame's reason holds at most 123 bytes (RFC 6455): `text` cut to fit, on a
-/// character boundary.
-fn close_text(text: &str) -> String {
-    const MAX: usize = 123;
-    let mut end = text.len().min(MAX);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    text[..end].to_owned()
-}
-
 /// Numbers every connection of the process (what plugins serving message verbs key
 /// their per-connection state by).
 static NEXT_CONNECTION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
@@ -251,6 +240,7 @@ impl Connection {
     /// block captured them, and [`Connection::run`] borrows them (measured with
     /// `examples/stock-client/idle-stages.mjs`: the task was 2.7 KB with an async fn, 1.4
     /// KB without).
+    #[allow(clippy::manual_async_fn)] // the async fn is what this avoids (above)
     fn serve(
         mut self,
         mut stream: actix_ws::AggregatedMessageStream,
@@ -386,7 +376,7 @@ impl Connection {
             }),
             End::Banned(ref text) => Some(CloseReason {
                 code: CloseCode::Policy,
-                description: Some(close_text(text)),
+                description: Some(messages::close_text(text)),
             }),
         };
         for plugin in self.state.plugins.iter() {
