@@ -8,12 +8,14 @@
 // Per relay, started alone on a fresh database: reads its VmRSS (/proc/<pid>/status), opens
 // --connections connections from --workers worker threads (idle-worker.mjs), --batch at a
 // time per worker, each authenticated with NIP-42 under a key of its own and holding one
-// REQ `{"kinds":[1],"limit":0}` (its EOSE awaited), waits for the relay to settle, reads
-// VmRSS again and prints the difference per connection. Then one more connection publishes
-// --events kind-1 notes, one every --interval-ms, and the script prints publish → delivery
-// p50/p99 over all deliveries, p50/p99 of the time until the last connection had each
-// event, deliveries missing and connections the relay closed. nostr-rs-relay (--peer-bin)
-// runs with `nip42_auth = true`, so its connections authenticate the same way.
+// REQ `{"kinds":[1],"limit":1}` (its EOSE awaited; the database is empty, so it answers
+// nothing; nostr-rs-relay 0.8.12 sends no EOSE for `limit: 0`), waits for the relay to
+// settle, reads VmRSS again and prints the difference per connection. Then one more
+// connection publishes --events kind-1 notes, one every --interval-ms, and the script
+// prints publish → delivery p50/p99 over all deliveries, p50/p99 of the time until the
+// last connection had each event, deliveries missing and connections the relay closed.
+// nostr-rs-relay (--peer-bin) runs with `nip42_auth = true`, so its connections
+// authenticate the same way.
 //
 // The client needs a descriptor per connection: raise its limit first (`ulimit -n`, up to
 // `ulimit -Hn`). The relay raises its own (buzz at start; the figure printed is read from

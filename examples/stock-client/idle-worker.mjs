@@ -48,7 +48,7 @@ function connect() {
         // The REQ follows at once: both relays serve a connection's messages in order, and
         // nostr-rs-relay sends no OK for an accepted AUTH (only for a refused one).
         ws.send(JSON.stringify(["AUTH", event]));
-        ws.send(JSON.stringify(["REQ", "live", { kinds: [1], limit: 0 }]));
+        ws.send(JSON.stringify(["REQ", "live", { kinds: [1], limit: 1 }]));
       } else if (message[0] === "OK" && message[1] === authId && !message[2]) {
         reject(new Error(`AUTH refused: ${message[3]}`));
       } else if (message[0] === "EOSE") {

@@ -32,13 +32,22 @@ use std::any::Any;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::Duration;
-use tokio::sync::watch;
+use tokio::sync::Notify;
 
 /// One connection's socket, noted in its extensions.
 pub(crate) struct ConnSocket {
     reach: Reach,
-    /// Dropped with the connection: its receivers learn the connection is gone.
-    alive: watch::Sender<()>,
+    /// Told when this is dropped, with the connection: handles waiting in
+    /// [`SocketHandle::gone`] learn the connection is gone. A `Notify` (tens of bytes),
+    /// not a `watch` channel (about 300: its shared state holds eight notifiers), since
+    /// every open connection has one (docs/benchmarks.md "Idle connections").
+    dropped: Arc<Notify>,
+}
+
+impl Drop for ConnSocket {
+    fn drop(&mut self) {
+        self.dropped.notify_waiters();
+    }
 }
 
 /// How the relay reaches a connection's socket again.
@@ -113,15 +122,15 @@ pub(crate) fn on_connect(conn: &dyn Any, ext: &mut Extensions) {
             }
         },
     };
-    let (alive, _) = watch::channel(());
-    ext.insert(Arc::new(ConnSocket { reach, alive }));
+    let dropped = Arc::new(Notify::new());
+    ext.insert(Arc::new(ConnSocket { reach, dropped }));
 }
 
 /// What a request or WebSocket task keeps to end its connection.
 #[derive(Clone)]
 pub(crate) struct SocketHandle {
     socket: Weak<ConnSocket>,
-    alive: watch::Receiver<()>,
+    dropped: Arc<Notify>,
 }
 
 impl SocketHandle {
@@ -131,7 +140,7 @@ impl SocketHandle {
         let socket = req.conn_data::<Arc<ConnSocket>>()?;
         Some(SocketHandle {
             socket: Arc::downgrade(socket),
-            alive: socket.alive.subscribe(),
+            dropped: socket.dropped.clone(),
         })
     }
 
@@ -169,8 +178,16 @@ impl SocketHandle {
 
     /// Resolves once actix has dropped the connection.
     pub(crate) async fn gone(&self) {
-        let mut alive = self.alive.clone();
-        while alive.changed().await.is_ok() {}
+        loop {
+            // Listening before looking: the socket's last reference goes before its drop
+            // notifies, so a drop after the look still wakes this listener.
+            let mut dropped = std::pin::pin!(self.dropped.notified());
+            dropped.as_mut().enable();
+            if self.socket.strong_count() == 0 {
+                return;
+            }
+            dropped.await;
+        }
     }
 
     /// Wait up to `grace` for the connection to end by itself, then abort it.

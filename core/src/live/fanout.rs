@@ -81,7 +81,7 @@ impl Fanout {
             fanout: self.clone(),
             id,
             rx,
-            subs: HashSet::new(),
+            subs: Vec::new(),
         }
     }
 
@@ -172,7 +172,9 @@ pub struct LiveInbox {
     fanout: Arc<Fanout>,
     id: u64,
     rx: queue::Receiver<Delivery>,
-    subs: HashSet<SubKey>,
+    /// A list, not a set: a connection holds a few subscriptions (at most
+    /// `limits.max_subscriptions`), and a set's table took several times the bytes.
+    subs: Vec<SubKey>,
 }
 
 impl LiveInbox {
@@ -195,14 +197,19 @@ impl LiveInbox {
         if let Some((_, n)) = hub.conns.get_mut(&self.id) {
             *n += 1;
         }
-        self.subs.insert(key);
+        self.subs.reserve_exact(1);
+        self.subs.push(key);
         key
     }
 
     /// Stop delivering for `key`.
     pub fn remove(&mut self, key: SubKey) {
-        if !self.subs.remove(&key) {
+        let Some(at) = self.subs.iter().position(|k| *k == key) else {
             return;
+        };
+        self.subs.swap_remove(at);
+        if self.subs.is_empty() {
+            self.subs = Vec::new();
         }
         let mut hub = self.fanout.hub();
         hub.index.remove(key);
@@ -233,7 +240,7 @@ impl LiveInbox {
 impl Drop for LiveInbox {
     fn drop(&mut self) {
         let mut hub = self.fanout.hub();
-        for key in self.subs.drain() {
+        for key in self.subs.drain(..) {
             hub.index.remove(key);
             hub.owner.remove(&key);
         }

@@ -101,7 +101,10 @@ impl Compiled {
 /// Every live filter, filed for lookup by event.
 #[derive(Default)]
 pub struct SubscriptionIndex {
-    filters: HashMap<FilterRef, Compiled>,
+    /// Boxed: the table is sized for every live filter of the process and a `Compiled`
+    /// is a few hundred bytes, so inline it took that much again for each empty slot of
+    /// the table (docs/benchmarks.md "Idle connections").
+    filters: HashMap<FilterRef, Box<Compiled>>,
     subs: HashMap<SubKey, usize>,
     by_id: HashMap<String, HashSet<FilterRef>>,
     by_author: HashMap<String, HashSet<FilterRef>>,
@@ -147,7 +150,7 @@ impl SubscriptionIndex {
                     self.unindexed.insert(at);
                 }
             }
-            self.filters.insert(at, compiled);
+            self.filters.insert(at, Box::new(compiled));
         }
     }
 

@@ -32,38 +32,38 @@ struct Submitted {
 /// The connection's side: hands EVENTs to its runner task. The runner finishes what it
 /// was handed (every EVENT gets its OK, if the client is still there) after the
 /// connection drops this.
+///
+/// Only the queue: the relay state and the outbound queue it starts the runner with are
+/// the connection's own, passed to [`EventRunner::submit`], not copies held in every
+/// idle connection's task.
+#[derive(Default)]
 pub(super) struct EventRunner {
     /// The runner's queue, once the first EVENT started it.
     queue: Option<mpsc::UnboundedSender<Submitted>>,
-    state: Arc<AppState>,
-    out: Outbound,
 }
 
 impl EventRunner {
-    /// A runner not started yet.
-    pub(super) fn new(state: Arc<AppState>, out: Outbound) -> EventRunner {
-        EventRunner {
-            queue: None,
-            state,
-            out,
-        }
-    }
-
-    /// Run `event` for `ctx`; its OK goes to the connection's outbound queue. The first
-    /// EVENT starts the runner task on the current worker. Unbounded queue: the
+    /// Run `event` for `ctx`; its OK goes to the connection's outbound queue `out`. The
+    /// first EVENT starts the runner task on the current worker. Unbounded queue: the
     /// connection's in-flight slots already bound what it holds.
-    pub(super) fn submit(&mut self, ctx: ConnCtx, event: Event, slot: OwnedSemaphorePermit) {
+    pub(super) fn submit(
+        &mut self,
+        state: &Arc<AppState>,
+        out: &Outbound,
+        ctx: ConnCtx,
+        event: Event,
+        slot: OwnedSemaphorePermit,
+    ) {
         let queue = self.queue.get_or_insert_with(|| {
             let (queue, rx) = mpsc::unbounded_channel();
-            actix_web::rt::spawn(run(self.state.clone(), self.out.clone(), rx));
+            actix_web::rt::spawn(run(state.clone(), out.clone(), rx));
             queue
         });
         if let Err(refused) = queue.send(Submitted { ctx, event, slot }) {
             // The runner is gone (it only ends after the connection): answer, never drop.
             let id = &refused.0.event.id;
             let reason = Reason::Internal(anyhow::anyhow!("event runner stopped"));
-            self.out
-                .refuse(messages::ok(id, false, &reason.wire_text()));
+            out.refuse(messages::ok(id, false, &reason.wire_text()));
         }
     }
 }

@@ -43,18 +43,16 @@ impl Connection {
         let now = Instant::now();
         for key in &delivery.subs {
             // A key without an id: closed or replaced since, or not yet past its EOSE.
-            let Some(sub_id) = self.by_key.get(key) else {
+            let Some(sub) = self.subs.by_key_mut(*key) else {
                 continue;
             };
-            if let Some(sub) = self.subs.get_mut(sub_id) {
-                match &sub.answered {
-                    Some(answered) if answered.expired(now) => sub.answered = None,
-                    // Its stored answer sent this event already.
-                    Some(answered) if answered.holds(&event.event.id) => continue,
-                    _ => {}
-                }
+            match &sub.answered {
+                Some(answered) if answered.expired(now) => sub.answered = None,
+                // Its stored answer sent this event already.
+                Some(answered) if answered.holds(&event.event.id) => continue,
+                _ => {}
             }
-            self.out.send(messages::event(sub_id, &event.event));
+            self.out.send(messages::event(&sub.id, &event.event));
         }
         None
     }

@@ -99,6 +99,17 @@ pub(crate) fn parse(text: &str) -> Result<ClientMessage, Reason> {
     }
 }
 
+/// A close frame's reason holds at most 123 bytes (RFC 6455): `text` cut to fit, on a
+/// character boundary.
+pub(super) fn close_text(text: &str) -> String {
+    const MAX: usize = 123;
+    let mut end = text.len().min(MAX);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_owned()
+}
+
 fn sub_id(value: Option<&Value>) -> Result<String, Reason> {
     match value.and_then(Value::as_str) {
         Some(id) if !id.is_empty() && id.len() <= MAX_SUB_ID => Ok(id.to_owned()),

@@ -6,7 +6,8 @@
 use super::answered::Answered;
 use super::messages;
 use super::outbound::Reserved;
-use super::{Connection, Sub};
+use super::subs::Sub;
+use super::Connection;
 use crate::error::Reason;
 use crate::query_service::FirstPage;
 use crate::store::WireEvent;
@@ -19,7 +20,6 @@ impl Connection {
     pub(super) fn close_sub(&mut self, sub_id: &str) {
         if let Some(sub) = self.subs.remove(sub_id) {
             self.live.remove(sub.key);
-            self.by_key.remove(&sub.key);
             self.filter_bytes -= sub.filter_bytes;
         }
     }
@@ -34,7 +34,7 @@ impl Connection {
     pub(super) async fn serve_req(&mut self, sub_id: String, raw: Vec<Value>, filter_bytes: usize) {
         let limits = &self.state.services.settings.limits;
         let (max_subs, max_filter_bytes) = (limits.max_subscriptions, limits.max_filter_bytes);
-        if !self.subs.contains_key(&sub_id) && self.subs.len() >= max_subs {
+        if self.subs.get(&sub_id).is_none() && self.subs.len() >= max_subs {
             let reason = Reason::RateLimited(format!("at most {max_subs} open subscriptions"));
             self.out
                 .refuse(messages::closed(&sub_id, &reason.wire_text()));
@@ -157,17 +157,14 @@ impl Connection {
         {
             return self.live.remove(key);
         }
-        self.by_key.insert(key, sub_id.clone());
         self.filter_bytes += filter_bytes;
         let answered = answered.seal();
-        self.subs.insert(
-            sub_id,
-            Sub {
-                key,
-                filter_bytes,
-                answered,
-            },
-        );
+        self.subs.insert(Sub {
+            id: sub_id,
+            key,
+            filter_bytes,
+            answered,
+        });
     }
 
     /// Queue a page of a REQ's stored events within the room reserved for it (waiting
