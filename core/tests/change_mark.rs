@@ -53,6 +53,39 @@ async fn the_mark_moves_with_every_write_that_may_change_events(backend: TestBac
     relay.stop().await;
 }
 
+/// `appended_stamps` of every row the community holds (every channel, community-wide
+/// rows too, no filter) between two points, at most `most_rows`.
+async fn appended_whole_community(
+    relay: &TestRelay,
+    since: AppendPoint,
+    until: AppendPoint,
+    most_rows: i64,
+) -> Option<Vec<(i64, String)>> {
+    let scope = Scope {
+        community_id: relay.running().services.communities[0].id,
+        community_wide: true,
+        channels: ChannelScope::All,
+        expiry: Default::default(),
+    };
+    relay
+        .running()
+        .services
+        .store
+        .read(move |mut conn| {
+            appended_stamps(
+                &mut conn,
+                &scope,
+                &Filter::default(),
+                since,
+                until,
+                most_rows,
+                now(),
+            )
+        })
+        .await
+        .expect("appended read")
+}
+
 /// The append point of a fresh read transaction.
 async fn point(relay: &TestRelay) -> AppendPoint {
     relay
@@ -181,26 +214,7 @@ async fn sqlite_only_appends_keep_the_rewrite_count_and_their_rows_are_read_alon
             !before.only_appends_until(&after),
             "kind {kind} is a rewrite: {before:?} → {after:?}"
         );
-        let refused = services
-            .store
-            .read(move |mut conn| {
-                appended_stamps(
-                    &mut conn,
-                    &Scope {
-                        community_id,
-                        community_wide: true,
-                        channels: ChannelScope::All,
-                        expiry: Default::default(),
-                    },
-                    &Filter::default(),
-                    before,
-                    after,
-                    100,
-                    now(),
-                )
-            })
-            .await
-            .expect("read");
+        let refused = appended_whole_community(&relay, before, after, 100).await;
         assert!(refused.is_none(), "no appended read across a kind {kind}");
         before = after;
     }
@@ -211,26 +225,7 @@ async fn sqlite_only_appends_keep_the_rewrite_count_and_their_rows_are_read_alon
         publish_ok(&mut ws, alice.sign(1, vec![], &format!("n{i}"), now())).await;
     }
     let to = point(&relay).await;
-    let over = services
-        .store
-        .read(move |mut conn| {
-            appended_stamps(
-                &mut conn,
-                &Scope {
-                    community_id,
-                    community_wide: true,
-                    channels: ChannelScope::None,
-                    expiry: Default::default(),
-                },
-                &Filter::default(),
-                from,
-                to,
-                2,
-                now(),
-            )
-        })
-        .await
-        .expect("read");
+    let over = appended_whole_community(&relay, from, to, 2).await;
     assert!(over.is_none(), "3 appended rows past a bound of 2");
     relay.stop().await;
 }

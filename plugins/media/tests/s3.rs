@@ -35,25 +35,14 @@ async fn two_processes_share_one_bucket() {
     };
     let owner_keys = Keys::generate();
     let owner_hex = owner_keys.pubkey().to_owned();
-    let endpoint = moto.endpoint.clone();
-    let tweak = move |s: &mut Settings| {
+    let tweak = moto.shared_bucket(Vec::new());
+    let with_owner = move |s: &mut Settings| {
         s.communities[0].owners = vec![owner_hex.clone()];
-        if let Some(section) = s.plugins.get_mut("media") {
-            for (key, value) in [
-                ("store", json!("s3")),
-                ("endpoint", json!(endpoint.clone())),
-                ("bucket", json!(BUCKET)),
-                ("access_key_id", json!("testing")),
-                ("secret_access_key", json!("testing")),
-                ("path_style", json!(true)),
-            ] {
-                section.options.insert(key.into(), value);
-            }
-        }
+        tweak(s);
     };
     let plugins = || vec![PluginEntry::of::<MediaPlugin>()];
-    let a = storage.process(test, tweak.clone(), plugins()).await;
-    let b = storage.process(test, tweak, plugins()).await;
+    let a = storage.process(test, with_owner.clone(), plugins()).await;
+    let b = storage.process(test, with_owner, plugins()).await;
     let mut owner = Member::with_keys(&a, owner_keys).await;
     let (alice, bob) = (Member::new(&a).await, Member::new(&b).await);
     let bytes = png(b"shared through the bucket");
@@ -97,23 +86,8 @@ async fn two_processes_keep_one_community_quota() {
     };
     let blobs: Vec<Vec<u8>> = (0..8u8).map(|i| png(&[i; 4096])).collect();
     let size = blobs[0].len() as u64;
-    let endpoint = moto.endpoint.clone();
-    let tweak = move |s: &mut Settings| {
-        if let Some(section) = s.plugins.get_mut("media") {
-            for (key, value) in [
-                ("store", json!("s3")),
-                ("endpoint", json!(endpoint.clone())),
-                ("bucket", json!(BUCKET)),
-                ("access_key_id", json!("testing")),
-                ("secret_access_key", json!("testing")),
-                ("path_style", json!(true)),
-                // Room for one blob and a half: exactly one upload may pass.
-                ("quota_bytes_per_community", json!(size + size / 2)),
-            ] {
-                section.options.insert(key.into(), value);
-            }
-        }
-    };
+    // Room for one blob and a half: exactly one upload may pass.
+    let tweak = moto.shared_bucket(vec![("quota_bytes_per_community", json!(size + size / 2))]);
     let plugins = || vec![PluginEntry::of::<MediaPlugin>()];
     let a = storage.process(test, tweak.clone(), plugins()).await;
     let b = storage.process(test, tweak, plugins()).await;
@@ -162,6 +136,29 @@ impl Drop for Moto {
 }
 
 impl Moto {
+    /// Settings that put `[plugins.media]` on this server's bucket, with `extra` keys.
+    fn shared_bucket(
+        &self,
+        extra: Vec<(&'static str, serde_json::Value)>,
+    ) -> impl Fn(&mut Settings) + Clone {
+        let endpoint = self.endpoint.clone();
+        move |s: &mut Settings| {
+            if let Some(section) = s.plugins.get_mut("media") {
+                let bucket = [
+                    ("store", json!("s3")),
+                    ("endpoint", json!(endpoint.clone())),
+                    ("bucket", json!(BUCKET)),
+                    ("access_key_id", json!("testing")),
+                    ("secret_access_key", json!("testing")),
+                    ("path_style", json!(true)),
+                ];
+                for (key, value) in bucket.into_iter().chain(extra.iter().cloned()) {
+                    section.options.insert(key.into(), value);
+                }
+            }
+        }
+    }
+
     async fn start(test: &str) -> Option<Moto> {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
