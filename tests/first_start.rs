@@ -17,7 +17,7 @@ fn a_first_start_says_where_everything_is_once() {
         "websocket    ws://127.0.0.1:".to_owned(),
         "http         http://127.0.0.1:".to_owned(),
         "communities  localhost (open)".to_owned(),
-        "plugins      artifacts, channel_windows, search, snapshot, sync".to_owned(),
+        "plugins      artifacts, channel_windows, media, search, snapshot, sync".to_owned(),
         format!("data         {}", data.display()),
         format!("relay key    {}", data.join("relay.key").display()),
         "config       none (built-in defaults)".to_owned(),
@@ -76,7 +76,7 @@ fn json_logs_are_one_object_per_line_with_the_same_facts() {
         .is_some_and(|w| w.starts_with("ws://127.0.0.1:")));
     assert_eq!(
         started["plugins"],
-        "artifacts, channel_windows, search, snapshot, sync"
+        "artifacts, channel_windows, media, search, snapshot, sync"
     );
     assert_eq!(started["created_data_dir"], true);
     // A field the text line carries is a field of the JSON object, not part of the text.
