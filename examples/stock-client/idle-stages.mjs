@@ -19,7 +19,8 @@
 // raise `ulimit -n` first.
 import WebSocket from "ws";
 import { readFileSync } from "node:fs";
-import { finalizeEvent, generateSecretKey } from "nostr-tools/pure";
+import { generateSecretKey } from "nostr-tools/pure";
+import { authEvent } from "./wire.mjs";
 import { commandLine } from "./args.mjs";
 import { sleep, startBuzz, stopAll } from "./relays.mjs";
 
@@ -51,15 +52,7 @@ function connect(url) {
       const message = JSON.parse(data);
       if (message[0] === "AUTH" && authId === null) {
         if (stage === "ws") return resolve(ws);
-        const event = finalizeEvent(
-          {
-            kind: 22242,
-            created_at: Math.floor(Date.now() / 1000),
-            tags: [["relay", url], ["challenge", message[1]]],
-            content: "",
-          },
-          key,
-        );
+        const event = authEvent(url, message[1], key);
         authId = event.id;
         ws.send(JSON.stringify(["AUTH", event]));
         // The REQ follows at once, as in idle-worker.mjs: relays serve a connection's

@@ -4,7 +4,8 @@
 // 10,000 frames per published event is not one event loop's queue.
 import WebSocket from "ws";
 import { parentPort, workerData } from "node:worker_threads";
-import { finalizeEvent, generateSecretKey } from "nostr-tools/pure";
+import { generateSecretKey } from "nostr-tools/pure";
+import { authEvent } from "./wire.mjs";
 
 const { url, count, batch } = workerData;
 // Wall-clock milliseconds, comparable across the threads of one process.
@@ -35,15 +36,7 @@ function connect() {
       }
       const message = JSON.parse(data);
       if (message[0] === "AUTH" && authId === null) {
-        const event = finalizeEvent(
-          {
-            kind: 22242,
-            created_at: Math.floor(Date.now() / 1000),
-            tags: [["relay", url], ["challenge", message[1]]],
-            content: "",
-          },
-          key,
-        );
+        const event = authEvent(url, message[1], key);
         authId = event.id;
         // The REQ follows at once: both relays serve a connection's messages in order, and
         // nostr-rs-relay sends no OK for an accepted AUTH (only for a refused one).

@@ -11,6 +11,10 @@ const { Negentropy, NegentropyStorageVector } = await import(
 
 const now = () => Math.floor(Date.now() / 1000);
 
+// A NIP-42 AUTH event answering `challenge` from the relay at `url`, signed by `secretKey`.
+export const authEvent = (url, challenge, secretKey) =>
+  finalizeEvent({ kind: 22242, created_at: now(), tags: [["relay", url], ["challenge", challenge]], content: "" }, secretKey);
+
 export class Client {
   // Open a connection to `url` and, when `secretKey` is given, authenticate (NIP-42) with
   // it in answer to the relay's challenge.
@@ -80,10 +84,7 @@ export class Client {
 
   async auth(secretKey) {
     await this.challenged;
-    const event = finalizeEvent(
-      { kind: 22242, created_at: now(), tags: [["relay", this.url], ["challenge", this.challenge]], content: "" },
-      secretKey,
-    );
+    const event = authEvent(this.url, this.challenge, secretKey);
     const answer = this.until((m) => (m[0] === "OK" && m[1] === event.id ? m : undefined), 10_000);
     this.send(["AUTH", event]);
     const [, , ok, text] = await answer;
